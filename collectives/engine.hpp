@@ -1,0 +1,60 @@
+#pragma once
+// The collectives layer's one entry point for the runtime: an Engine per process group that validates a call,
+// checks it matches the other ranks' calls, picks an algorithm (forced, or by the cost model) and runs it.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <dcomm/process_group.hpp>
+#include <dcomm/types.hpp>
+
+#include "common/deadline.hpp"
+#include "transports/mesh.hpp"
+
+namespace dcomm::coll {
+
+/// One collective call, as the process group received it. Counts and displacements are in elements.
+struct Args {
+  Collective coll = Collective::kAllReduce;
+  Buffer send;
+  Buffer recv;
+  Reduction red;
+  int root = 0;
+  bool vector_variant = false;                 ///< scatterv, gatherv, all_to_all_v
+  std::vector<std::size_t> send_counts, send_displs;
+  std::vector<std::size_t> recv_counts, recv_displs;
+};
+
+/// A group as a view of the world's mesh: group rank i is world rank world_ranks[i].
+struct GroupView {
+  std::shared_ptr<transport::Mesh> mesh;
+  int rank = 0;
+  int size = 1;
+  std::vector<int> world_ranks;
+  uint32_t context = 0;  ///< the group's tag space (< 4096)
+};
+
+struct EngineOptions {
+  std::size_t chunk_bytes = 0;           ///< pipelining chunk; 0: DCOMM_CHUNK_BYTES, else the default
+  bool check_calls = true;               ///< exchange a call descriptor to catch mismatched calls
+};
+
+class Engine {
+ public:
+  /// May probe the links (a short collective exchange over `view`) to fit the cost model.
+  static std::unique_ptr<Engine> create(const GroupView& view, const EngineOptions& opts = {});
+  virtual ~Engine() = default;
+
+  /// Throws InvalidUsageError for caller mistakes (bad root, null buffer with a non-zero count, an op that does
+  /// not fit the dtype, size mismatches visible locally) before any I/O.
+  virtual void validate(const Args& args) const = 0;
+  /// Runs one collective. `seq` numbers the group's collectives (every rank issues the same sequence).
+  /// `algorithm` empty: the forced one for this collective, else the cost model's choice.
+  virtual void run(const Args& args, const std::string& algorithm, const Deadline& deadline, uint64_t seq) = 0;
+  virtual void set_algorithm(Collective c, const std::string& name) = 0;
+  virtual std::string explain(Collective c, std::size_t bytes) const = 0;
+};
+
+}  // namespace dcomm::coll

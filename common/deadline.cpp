@@ -1,0 +1,63 @@
+#include "common/deadline.hpp"
+
+#include <fmt/format.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <thread>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define DCOMM_CPU_RELAX() _mm_pause()
+#else
+#define DCOMM_CPU_RELAX() ((void)0)
+#endif
+
+namespace dcomm {
+
+Deadline Deadline::after(Duration timeout) {
+  if (timeout == kNoTimeout) return never();
+  return Deadline(Clock::now() + timeout, timeout);
+}
+
+Duration Deadline::elapsed() const { return std::chrono::duration_cast<Duration>(Clock::now() - start_); }
+
+Duration Deadline::remaining() const {
+  if (at_ == Clock::time_point::max()) return kNoTimeout;
+  return std::max(Duration(0), std::chrono::duration_cast<Duration>(at_ - Clock::now()));
+}
+
+std::string format_duration(Duration d) {
+  if (d == kNoTimeout) return "infinite";
+  if (d < std::chrono::seconds(1)) return fmt::format("{} ms", d.count());
+  return fmt::format("{:.1f} s", static_cast<double>(d.count()) / 1000.0);
+}
+
+std::string format_bytes(std::size_t bytes) {
+  if (bytes < 1024) return fmt::format("{} B", bytes);
+  static const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes) / 1024.0;
+  int u = 0;
+  while (v >= 1024.0 && u < 3) {
+    v /= 1024.0;
+    ++u;
+  }
+  return fmt::format("{:.1f} {}", v, kUnits[u]);
+}
+
+void Backoff::pause() {
+  // A few hundred spins cover a peer that is about to answer; after that, give the core away.
+  constexpr unsigned kSpins = 256;
+  constexpr unsigned kYields = 64;
+  ++polls_;
+  if (polls_ <= kSpins) {
+    DCOMM_CPU_RELAX();
+  } else if (polls_ <= kSpins + kYields) {
+    sched_yield();
+  } else {
+    auto step = std::chrono::microseconds(std::min<unsigned>(polls_ - kSpins - kYields, 1000u) * 2);
+    std::this_thread::sleep_for(std::min(step, max_sleep_));
+  }
+}
+
+}  // namespace dcomm

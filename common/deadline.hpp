@@ -1,0 +1,50 @@
+#pragma once
+// Deadlines and the wait loop's backoff. Every wait in dcomm is bounded by a Deadline, and every poll loop
+// spins briefly, then yields, then sleeps with growing pauses, so that 4 ranks on 2 cores stay usable.
+
+#include <chrono>
+#include <string>
+
+#include <dcomm/types.hpp>
+
+namespace dcomm {
+
+using Clock = std::chrono::steady_clock;
+
+class Deadline {
+ public:
+  /// A deadline `timeout` from now; kNoTimeout never expires.
+  static Deadline after(Duration timeout);
+  static Deadline never() { return Deadline(Clock::time_point::max(), kNoTimeout); }
+
+  bool expired() const { return at_ != Clock::time_point::max() && Clock::now() >= at_; }
+  Duration timeout() const { return timeout_; }
+  Duration elapsed() const;
+  Duration remaining() const;
+  Clock::time_point at() const { return at_; }
+
+ private:
+  Deadline(Clock::time_point at, Duration timeout) : at_(at), timeout_(timeout), start_(Clock::now()) {}
+  Clock::time_point at_;
+  Duration timeout_;
+  Clock::time_point start_;
+};
+
+/// "1.5 s", "300 ms", "infinite": for error messages.
+std::string format_duration(Duration d);
+/// "0 B", "17 B", "4.0 KiB", "256.0 MiB": for error messages.
+std::string format_bytes(std::size_t bytes);
+
+/// Spin, then yield, then sleep up to max_sleep. Call pause() once per unsuccessful poll; reset() after progress.
+class Backoff {
+ public:
+  explicit Backoff(std::chrono::microseconds max_sleep = std::chrono::microseconds(1000)) : max_sleep_(max_sleep) {}
+  void pause();
+  void reset() { polls_ = 0; }
+
+ private:
+  std::chrono::microseconds max_sleep_;
+  unsigned polls_ = 0;
+};
+
+}  // namespace dcomm

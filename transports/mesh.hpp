@@ -1,0 +1,84 @@
+#pragma once
+// Mesh: this rank's connections to every rank of the world, one transport per peer (the best that can connect:
+// cuda_ipc > shm > ucx, or the one DCOMM_TRANSPORT forces), and the one matching engine above them.
+//
+// Matching is by (source, tag), in order per (source, tag), with kAnySource matching any sender. Receives posted
+// before the message arrives take it straight into the user's buffer; messages that arrive first wait in the
+// unexpected list (their payload held by the transport) until a receive is posted.
+//
+// Failure: wait() is bounded by its deadline and watches the peer's liveness (rate-limited), so a dead peer fails
+// the wait within a few seconds naming the peer's rank and host, the op and the bytes. The first failure poisons
+// the mesh: every later call fails at once, repeating that first cause.
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <dcomm/store.hpp>
+#include <dcomm/types.hpp>
+
+#include "common/deadline.hpp"
+#include "transports/transport.hpp"
+
+namespace dcomm::transport {
+
+/// A point-to-point request as the matching layer sees it.
+struct Request {
+  enum class Kind { kSend, kRecv };
+  Kind kind = Kind::kSend;
+  int peer = -1;              ///< destination, or the source asked for (kAnySource)
+  uint64_t tag = 0;
+  void* data = nullptr;       ///< receive buffer (sends keep their pointer in the transport)
+  std::size_t capacity = 0;   ///< bytes sent, or room in the receive buffer
+  int source = -1;            ///< who sent it, once matched
+  std::size_t received = 0;   ///< bytes received, once done
+  bool matched = false;       ///< a receive that has been paired with a message
+  bool cancelled = false;
+  OpPtr op = std::make_shared<Op>();
+  Transport* transport = nullptr;  ///< the transport that carries it, once known
+};
+using RequestPtr = std::shared_ptr<Request>;
+
+struct MeshOptions {
+  Duration timeout = std::chrono::seconds(300);
+  std::string forced_transport;        ///< empty: DCOMM_TRANSPORT from the environment, else the best per peer
+  Duration liveness_interval = std::chrono::milliseconds(200);  ///< how often waits check peer liveness
+};
+
+class Mesh {
+ public:
+  /// Collective over the world: creates the transports, publishes this rank's PeerInfo and connection details
+  /// in `store`, reads every peer's, and connects. `self.rank` and `world_size` come from rendezvous.
+  static std::shared_ptr<Mesh> create(std::shared_ptr<Store> store, const PeerInfo& self, int world_size,
+                                      const MeshOptions& options = {});
+  virtual ~Mesh() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual const PeerInfo& peer(int rank) const = 0;
+  /// The name of the transport that carries traffic to `peer` ("self" for this rank).
+  virtual const char* transport_name(int peer) const = 0;
+
+  virtual RequestPtr isend(int peer, uint64_t tag, const void* data, std::size_t bytes) = 0;
+  /// `peer` may be kAnySource.
+  virtual RequestPtr irecv(int peer, uint64_t tag, void* data, std::size_t capacity) = 0;
+  /// Drives progress once; returns whether the request has finished (done, failed or cancelled).
+  virtual bool test(Request& r) = 0;
+  /// Waits for the request; throws its failure, TimeoutError at the deadline, RemoteError when its peer dies.
+  /// `what` starts every error message: "allreduce[ring] rank 2/4".
+  virtual void wait(Request& r, const Deadline& deadline, std::string_view what) = 0;
+  /// Withdraws a receive that has not been matched yet; returns false when it was already matched.
+  virtual bool cancel(Request& r) = 0;
+  /// Drives progress of every transport once.
+  virtual void progress() = 0;
+
+  /// Marks the mesh failed; later calls throw `cause` at once.
+  virtual void poison(std::exception_ptr cause) noexcept = 0;
+  virtual std::exception_ptr poisoned() const = 0;
+  /// Closes every transport. Idempotent; never throws.
+  virtual void close() noexcept = 0;
+};
+
+}  // namespace dcomm::transport
