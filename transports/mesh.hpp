@@ -31,6 +31,7 @@ struct Request {
   int peer = -1;              ///< destination, or the source asked for (kAnySource)
   uint64_t tag = 0;
   void* data = nullptr;       ///< receive buffer (sends keep their pointer in the transport)
+  Device device{};            ///< where `data` lives
   std::size_t capacity = 0;   ///< bytes sent, or room in the receive buffer
   int source = -1;            ///< who sent it, once matched
   std::size_t received = 0;   ///< bytes received, once done
@@ -61,9 +62,13 @@ class Mesh {
   /// The name of the transport that carries traffic to `peer` ("self" for this rank).
   virtual const char* transport_name(int peer) const = 0;
 
-  virtual RequestPtr isend(int peer, uint64_t tag, const void* data, std::size_t bytes) = 0;
+  /// `device` says where the memory lives; device memory goes over a transport that supports it (cuda_ipc),
+  /// or is staged through host memory.
+  virtual RequestPtr isend(int peer, uint64_t tag, const void* data, std::size_t bytes,
+                           const Device& device = Device::host()) = 0;
   /// `peer` may be kAnySource.
-  virtual RequestPtr irecv(int peer, uint64_t tag, void* data, std::size_t capacity) = 0;
+  virtual RequestPtr irecv(int peer, uint64_t tag, void* data, std::size_t capacity,
+                           const Device& device = Device::host()) = 0;
   /// Drives progress once; returns whether the request has finished (done, failed or cancelled).
   virtual bool test(Request& r) = 0;
   /// Waits for the request; throws its failure, TimeoutError at the deadline, RemoteError when its peer dies.

@@ -4,9 +4,9 @@
 // above all transports, in Mesh. That split is what lets one any-source receive span shm and ucx peers.
 //
 // The life of a message:
-//   sender: isend(peer, tag, data, bytes, op)         -> op completes once `data` may be reused
+//   sender: isend(peer, tag, data, bytes, device, op)        -> op completes once `data` may be reused
 //   receiver: progress(sink) announces the header      -> sink.arrived(Incoming{source, tag, bytes, token})
-//             Mesh matches it to a posted receive      -> receive(msg, dst, op) pulls the payload into dst
+//             Mesh matches it to a posted receive      -> receive(msg, dst, dev, op) pulls the payload into dst
 //             or keeps it as unexpected until one is posted (the transport holds the payload meanwhile),
 //             or rejects it (buffer too small)         -> discard(msg)
 // Per peer, headers are announced in the order the peer sent them. receive() and discard() may be called from
@@ -93,13 +93,15 @@ class Transport {
   virtual bool can_connect(const PeerInfo& self, const PeerInfo& peer) const = 0;
   /// Connects to `peers` (the ones this transport was chosen for), reading their details from `store`.
   virtual void connect(Store& store, const std::vector<PeerInfo>& peers, const Deadline& deadline) = 0;
+  /// Whether this transport can move memory on `device` (host-only transports return d.is_host()).
+  virtual bool supports_device(const Device& d) const { return d.is_host(); }
   /// Starts sending; `op` completes when `data` may be reused (or fails naming the peer).
-  virtual void isend(int peer, uint64_t tag, const void* data, std::size_t bytes, OpPtr op) = 0;
+  virtual void isend(int peer, uint64_t tag, const void* data, std::size_t bytes, const Device& device, OpPtr op) = 0;
   /// Advances everything in flight and announces newly arrived headers to `sink`. Returns whether anything
   /// happened (so callers can back off when nothing did).
   virtual bool progress(ArrivalSink& sink) = 0;
   /// Pulls an announced message's payload into `dst` (room for msg.bytes); `op` completes when it is there.
-  virtual void receive(const Incoming& msg, void* dst, OpPtr op) = 0;
+  virtual void receive(const Incoming& msg, void* dst, const Device& device, OpPtr op) = 0;
   /// Drops an announced message's payload; the sender's op still completes.
   virtual void discard(const Incoming& msg) = 0;
   /// Why `peer` is unreachable ("process 1234 on host a exited"), or empty while it looks alive.

@@ -31,11 +31,15 @@ struct CollectiveOptions {
   Duration timeout = kDefaultTimeout;
   /// Return at once; the handle completes later.
   bool async_op = false;
+  /// CUDA buffers: a cudaStream_t whose queued work the collective waits for (through an event, without
+  /// blocking the host). Null: the current device's default stream.
+  void* stream = nullptr;
 };
 
 struct P2POptions {
   Duration timeout = kDefaultTimeout;
   bool async_op = false;
+  void* stream = nullptr;  ///< as in CollectiveOptions
 };
 
 class ProcessGroup {
@@ -55,8 +59,8 @@ class ProcessGroup {
   /// `src` may be kAnySource; the handle's source() tells who sent. A message larger than `buf` fails the
   /// receive (memory past the buffer is never written).
   virtual WorkPtr recv(const Buffer& buf, int src, int tag = 0, const P2POptions& opts = {}) = 0;
-  WorkPtr isend(const Buffer& buf, int dst, int tag = 0) { return send(buf, dst, tag, {kDefaultTimeout, true}); }
-  WorkPtr irecv(const Buffer& buf, int src, int tag = 0) { return recv(buf, src, tag, {kDefaultTimeout, true}); }
+  WorkPtr isend(const Buffer& buf, int dst, int tag = 0) { return send(buf, dst, tag, {kDefaultTimeout, true, nullptr}); }
+  WorkPtr irecv(const Buffer& buf, int src, int tag = 0) { return recv(buf, src, tag, {kDefaultTimeout, true, nullptr}); }
 
   // ---- Collectives. Out-of-place forms take `send` and `recv`; in-place forms one buffer.
   virtual WorkPtr all_reduce(const Buffer& send, const Buffer& recv, Reduction red = {},

@@ -22,6 +22,12 @@ class Work {
   /// Cancels the operation if it has not completed: a posted receive is withdrawn, a collective fails with
   /// AbortedError. Never throws.
   virtual void abort() noexcept = 0;
+  /// Makes later work queued on `stream` (a cudaStream_t) wait for this operation without blocking the host.
+  /// Host-only operations wait on the host instead.
+  virtual void wait_stream(void* stream) {
+    (void)stream;
+    wait();
+  }
   /// For receives: the rank that sent the message (useful with kAnySource) and its size in bytes.
   virtual int source() const { return -1; }
   virtual std::size_t bytes() const { return 0; }
