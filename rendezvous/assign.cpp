@@ -87,8 +87,8 @@ std::vector<Identity> assign_identities(const std::vector<Member>& ms) {
       int j = members[i];
       const Member& m = ms[j];
       if (m.declared.local_world_size >= 0 && m.declared.local_world_size != local_size) {
-        fail(fmt::format("node {} has {} processes but {} declares local world size {}{}", node, local_size,
-                         m.describe(), m.declared.local_world_size,
+        fail(fmt::format("node {} (host id '{}') has {} processes but {} declares local world size {}{}", node,
+                         m.declared.host_id, local_size, m.describe(), m.declared.local_world_size,
                          local_size > m.declared.local_world_size ? " (more local ranks than declared)" : ""));
       }
       if (m.declared.node_count >= 0 && m.declared.node_count != node_count) {
