@@ -2,6 +2,7 @@
 
 #include <dcomm/error.hpp>
 
+#include "common/deadline.hpp"
 #include "common/env.hpp"
 #include "common/log.hpp"
 #include "rendezvous/exchange.hpp"
@@ -11,6 +12,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <thread>
 
 namespace dcomm::rdzv {
 namespace {
@@ -18,6 +20,7 @@ namespace {
 constexpr const char* kDefaultMasterAddr = "127.0.0.1";
 constexpr int kDefaultMasterPort = 29500;
 constexpr auto kDefaultTimeout = std::chrono::seconds(300);
+constexpr const char* kFailedKey = "rdzv/failed";
 
 struct Master {
   std::string addr;
@@ -64,6 +67,25 @@ std::string sanitize(const std::string& s) {
     if (!ok) c = '_';
   }
   return out;
+}
+
+// A failed join fails every participant, each after reading the records. The process hosting the store must not
+// take it down while the others still read, or they would see a closed connection instead of the real conflict:
+// each counts itself out, and the host waits (briefly) until everyone who joined has.
+void leave_failed_join(Store& store, bool hosting, Duration timeout) noexcept {
+  constexpr auto kMaxLinger = std::chrono::seconds(5);
+  constexpr auto kPoll = std::chrono::milliseconds(20);
+  try {
+    int64_t left = store.add(kFailedKey, 1);
+    if (!hosting) return;
+    Deadline deadline = Deadline::after(std::min<Duration>(timeout, kMaxLinger));
+    while (left < store.add(kJoinedKey, 0) && !deadline.expired()) {
+      std::this_thread::sleep_for(kPoll);
+      left = store.add(kFailedKey, 0);
+    }
+  } catch (const std::exception& e) {
+    DCOMM_DEBUG("bootstrap: could not count this process out of the failed join: {}", e.what());
+  }
 }
 
 }  // namespace
@@ -118,7 +140,13 @@ Bootstrap bootstrap(const InitOptions& options) {
   }
   b.store = make_prefix_store(prefix, base);
 
-  Joined joined = join_world(declared, own_error, *b.store, b.timeout);
+  Joined joined;
+  try {
+    joined = join_world(declared, own_error, *b.store, b.timeout);
+  } catch (const Error&) {
+    leave_failed_join(*b.store, b.server != nullptr, b.timeout);
+    throw;
+  }
   b.identity = joined.identity;
   b.world_id = fmt::format("{}-{}-{:016x}", sanitize(run_id), restart, joined.world_nonce);
   log::set_rank(b.identity.rank, b.identity.world_size);
