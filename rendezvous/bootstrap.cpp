@@ -53,10 +53,29 @@ bool is_loopback(const std::string& addr) {
   return addr == "localhost" || addr == "::1" || addr.rfind("127.", 0) == 0;
 }
 
-// Serves the store here. A loopback master address binds loopback only; any other binds every interface so
-// that processes on other hosts reach it.
-std::unique_ptr<TcpStoreServer> host_store(const Master& m, const TcpStoreOptions& opts) {
-  return start_tcp_store_server(is_loopback(m.addr) ? m.addr : "0.0.0.0", m.port, opts);
+// Connects to the TCP store at the master address, hosting it here first when this process is the one to:
+// nobody when dcomm-run hosts it (DCOMM_STORE_HOSTED=1), else rank 0, else (no rank known) whoever binds the
+// master address first. Rank 0 binds every interface unless the address is loopback, so that other hosts reach
+// it under any of this host's names; a process without a rank binds the master address itself, which also tells
+// it whether the address is on this host at all.
+std::shared_ptr<Store> open_tcp_store(const Master& m, int rank, Duration timeout,
+                                      std::unique_ptr<TcpStoreServer>* server) {
+  TcpStoreOptions opts;
+  opts.timeout = timeout;
+  if (env::get_bool("DCOMM_STORE_HOSTED", false)) {
+    DCOMM_DEBUG("bootstrap: dcomm-run hosts the store at {}:{}", m.addr, m.port);
+  } else if (rank == 0) {
+    *server = start_tcp_store_server(is_loopback(m.addr) ? m.addr : "0.0.0.0", m.port, opts);
+  } else if (rank < 0) {
+    try {
+      *server = start_tcp_store_server(m.addr, m.port, opts);
+    } catch (const SystemError& e) {
+      if (e.error_number() != EADDRINUSE && e.error_number() != EADDRNOTAVAIL) throw;
+      DCOMM_DEBUG("bootstrap: cannot host the store at {}:{} ({}); joining it as a client", m.addr, m.port,
+                  e.what());
+    }
+  }
+  return connect_tcp_store(m.addr, m.port, opts);
 }
 
 // "a-run/2" -> "a-run_2": world ids name shared-memory segments, which allow no '/'.
@@ -120,23 +139,13 @@ Bootstrap bootstrap(const InitOptions& options) {
 
   std::shared_ptr<Store> base = options.store;
   if (!base) {
-    Master m = resolve_master(options);
-    TcpStoreOptions opts;
-    opts.timeout = b.timeout;
-    if (env::get_bool("DCOMM_STORE_HOSTED", false)) {
-      DCOMM_DEBUG("bootstrap: dcomm-run hosts the store at {}:{}", m.addr, m.port);
-    } else if (declared.rank == 0 && own_error.empty()) {
-      b.server = host_store(m, opts);
-    } else if (declared.rank < 0) {
-      // No rank yet: whoever binds the port first hosts; the others find it in use and connect.
-      try {
-        b.server = host_store(m, opts);
-      } catch (const SystemError& e) {
-        if (e.error_number() != EADDRINUSE) throw;
-        DCOMM_DEBUG("bootstrap: {}:{} is in use; joining that store as a client", m.addr, m.port);
-      }
+    try {
+      base = open_tcp_store(resolve_master(options), declared.rank, b.timeout, &b.server);
+    } catch (const Error& e) {
+      // This process's own mistake explains more than the store it then could not reach.
+      if (own_error.empty()) throw;
+      throw InvalidUsageError(fmt::format("bootstrap: {} (and the store was unreachable: {})", own_error, e.what()));
     }
-    base = connect_tcp_store(m.addr, m.port, opts);
   }
   b.store = make_prefix_store(prefix, base);
 
