@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <dcomm/store.hpp>
 
@@ -17,6 +18,9 @@ std::unique_ptr<Store> prefixed_store(Store& inner, std::string prefix);
 /// Waits until every rank has set `<key>/<rank>`; on timeout throws TimeoutError naming the missing ranks.
 /// `what` starts the message ("mesh setup rank 0/4"), `step` says what they did not do ("publish their address").
 void wait_for_ranks(Store& store, const std::string& key, int world_size, const Deadline& deadline,
+                    const std::string& what, const std::string& step);
+/// The same for some ranks only.
+void wait_for_ranks(Store& store, const std::string& key, const std::vector<int>& ranks, const Deadline& deadline,
                     const std::string& what, const std::string& step);
 
 std::string rank_key(const std::string& key, int rank);
