@@ -16,6 +16,7 @@
 
 #include "rendezvous/bootstrap.hpp"
 #include "tests/transports/conformance.hpp"
+#include "transports/peer_table.hpp"
 
 namespace {
 
@@ -27,15 +28,7 @@ constexpr int kExitSurvivorSawDeath = 3;
 
 std::shared_ptr<Mesh> join(dcomm::rdzv::Bootstrap& boot) {
   const dcomm::Identity& id = boot.identity;
-  dcomm::transport::PeerInfo self;
-  self.rank = id.rank;
-  self.local_rank = id.local_rank;
-  self.node_rank = id.node_rank;
-  self.host_id = id.host_id;
-  char host[256] = {};
-  ::gethostname(host, sizeof(host) - 1);
-  self.hostname = host;
-  self.pid = static_cast<int>(::getpid());
+  auto self = dcomm::transport::local_peer_info(id.rank, id.local_rank, id.node_rank, id.host_id);
   dcomm::transport::MeshOptions opts;
   opts.timeout = std::chrono::seconds(120);
   return Mesh::create(dcomm::make_prefix_store("mesh/", boot.store), self, id.world_size, opts);

@@ -15,14 +15,14 @@ enum class RecordKind : uint32_t {
   kPad = 0,    ///< skip to the start of the ring
   kEager,      ///< a small message; payload follows
   kRts,        ///< a large message: tag, bytes, msg_id, and the sender's address for CMA
-  kAck,        ///< receiver to sender: the large message msg_id was read (or dropped); the send is complete
+  kAck,        ///< receiver to sender: the large message msg_id was read or discarded; the send is complete
   kCts,        ///< receiver to sender: stream the large message msg_id through the ring (no CMA)
   kData,       ///< a piece of a streamed message: msg_id, offset, len; payload follows
 };
 
 struct RecordHeader {
   RecordKind kind = RecordKind::kPad;
-  uint32_t flags = 0;  ///< kCts: kDropped when the receiver discards the message
+  uint32_t reserved = 0;
   uint64_t tag = 0;
   uint64_t bytes = 0;   ///< the whole message's size
   uint64_t msg_id = 0;  ///< per sender, names a large message in kRts / kAck / kCts / kData
@@ -30,7 +30,6 @@ struct RecordHeader {
   uint64_t offset = 0;  ///< kData: where this piece goes
   uint64_t len = 0;     ///< bytes of payload in this record
 };
-inline constexpr uint32_t kDropped = 1;
 inline constexpr std::size_t kRecordAlign = 64;
 static_assert(sizeof(RecordHeader) <= kRecordAlign, "a record header must fit one cache line");
 
