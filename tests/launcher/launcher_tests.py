@@ -67,7 +67,7 @@ def check_env(r, nproc, nnodes=1, node_rank=0, host_id=None, restart=0, ranks=No
                   "GROUP_RANK": node_rank, "NODE_RANK": node_rank, "TORCHELASTIC_RESTART_COUNT": restart,
                   "DCOMM_RANK": rank, "DCOMM_WORLD_SIZE": world, "DCOMM_LOCAL_RANK": local,
                   "DCOMM_LOCAL_WORLD_SIZE": nproc, "DCOMM_NODE_RANK": node_rank, "DCOMM_NODE_COUNT": nnodes,
-                  "DCOMM_STORE_HOSTED": 0, "DCOMM_RESTART_COUNT": restart,
+                  "DCOMM_STORE_HOSTED": 1, "DCOMM_RESTART_COUNT": restart,
                   "DCOMM_HOST_ID": host_id if host_id is not None else "<unset>"}
         for name, value in expect.items():
             check(env[name] == str(value), f"rank {rank}: {name}={env[name]}, expected {value}", r)
