@@ -69,10 +69,33 @@ std::string NodeRendezvous::join(const std::string& proposed_run_id) {
   if (k == 0) store_->set("run_id", proposed_run_id);
   nlohmann::json info = {{"host", host_}, {"nproc", options_.nproc_per_node}, {"max_restarts", options_.max_restarts}};
   store_->set(fmt::format("node/{}/info", k), info.dump());
+  // Every other node reads node 0's settings (and the run id, set before them) before it counts itself in: once
+  // all have joined, node 0 may find a disagreement and exit, taking the store with it.
+  wait_for_key("node/0/info", options_.rdzv_timeout);
+  std::string run_id = store_->get_string("run_id");
+  nlohmann::json node0 = nlohmann::json::parse(store_->get_string("node/0/info"));
   store_->add("joined", 1);
+  if (k != 0) check_agreement(k, info, node0);
   wait_for_all("joined", options_.rdzv_timeout, "rendezvous");
-  check_agreement();
-  return store_->get_string("run_id");
+  if (k == 0) {
+    for (int n = 1; n < options_.nnodes; ++n) {
+      check_agreement(n, nlohmann::json::parse(store_->get_string(fmt::format("node/{}/info", n))), node0);
+    }
+  }
+  return run_id;
+}
+
+void NodeRendezvous::wait_for_key(const std::string& key, Duration bound) {
+  Deadline deadline = Deadline::after(bound);
+  while (!store_->check({key})) {
+    if (deadline.expired()) {
+      throw LaunchError(fmt::format("rendezvous timed out after {}: node 0's dcomm-run never registered in the "
+                                    "store at {}:{}; is it running with --nnodes {}?",
+                                    format_duration(deadline.elapsed()), options_.master_addr, options_.master_port,
+                                    options_.nnodes));
+    }
+    pause_or_interrupt(signals_);
+  }
 }
 
 void NodeRendezvous::wait_for_all(const std::string& key, Duration bound, const std::string& what) {
@@ -96,21 +119,14 @@ void NodeRendezvous::wait_for_all(const std::string& key, Duration bound, const 
   }
 }
 
-void NodeRendezvous::check_agreement() {
-  std::vector<std::string> keys;
-  for (int n = 0; n < options_.nnodes; ++n) keys.push_back(fmt::format("node/{}/info", n));
-  std::vector<Store::Bytes> infos = store_->multi_get(keys);
-  nlohmann::json first = nlohmann::json::parse(std::string(infos[0].begin(), infos[0].end()));
-  for (int n = 1; n < options_.nnodes; ++n) {
-    nlohmann::json j = nlohmann::json::parse(std::string(infos[n].begin(), infos[n].end()));
-    for (const char* field : {"nproc", "max_restarts"}) {
-      if (j[field] == first[field]) continue;
-      const char* option = std::string(field) == "nproc" ? "--nproc-per-node" : "--max-restarts";
-      throw LaunchError(fmt::format("nodes disagree: node {} (host {}) runs {} {} but node 0 (host {}) runs {} {}; "
-                                    "every node must be started with the same {}",
-                                    n, j["host"].get<std::string>(), option, j[field].dump(),
-                                    first["host"].get<std::string>(), option, first[field].dump(), option));
-    }
+void NodeRendezvous::check_agreement(int node, const nlohmann::json& info, const nlohmann::json& node0) {
+  for (const char* field : {"nproc", "max_restarts"}) {
+    if (info[field] == node0[field]) continue;
+    const char* option = std::string(field) == "nproc" ? "--nproc-per-node" : "--max-restarts";
+    throw LaunchError(fmt::format("nodes disagree: node {} (host {}) runs {} {} but node 0 (host {}) runs {} {}; "
+                                  "every node must be started with the same {}",
+                                  node, info["host"].get<std::string>(), option, info[field].dump(),
+                                  node0["host"].get<std::string>(), option, node0[field].dump(), option));
   }
 }
 

@@ -14,6 +14,7 @@
 #include <string>
 
 #include <dcomm/store.hpp>
+#include <nlohmann/json.hpp>
 
 #include "tools/run/node_link.hpp"
 #include "tools/run/options.hpp"
@@ -56,7 +57,10 @@ class NodeRendezvous final : public NodeLink {
  private:
   /// Waits until counter `key` reaches the node count; throws LaunchError after `bound` with `what` and the count.
   void wait_for_all(const std::string& key, Duration bound, const std::string& what);
-  void check_agreement();
+  /// Waits (up to `bound`) until key exists.
+  void wait_for_key(const std::string& key, Duration bound);
+  /// Throws LaunchError when node `node`'s settings differ from node 0's.
+  static void check_agreement(int node, const nlohmann::json& info, const nlohmann::json& node0);
 
   const LaunchOptions& options_;
   std::shared_ptr<Store> store_;
