@@ -141,21 +141,25 @@ def case_fail_signal():
     check_failure(r, 2, f"signal {int(signal.SIGSEGV)} SIGSEGV (Segmentation fault)", 4)
 
 
-def start_and_wait_ready(args, nproc):
-    p = subprocess.Popen([DCOMM_RUN] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def wait_ready(p, count):
     ready = 0
     deadline = time.monotonic() + RUN_TIMEOUT_S
-    while ready < nproc and time.monotonic() < deadline:
+    while ready < count and time.monotonic() < deadline:
         line = p.stdout.readline()
         if not line:
             break
         ready += line.endswith("]: ready\n")
-    return p, ready
+    check(ready == count, f"only {ready} of {count} ranks started")
+
+
+def start_and_wait_ready(args, nproc):
+    p = subprocess.Popen([DCOMM_RUN] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_ready(p, nproc)
+    return p
 
 
 def case_sigterm_forwarded():
-    p, ready = start_and_wait_ready(["--nproc-per-node", "3", "--", PROBE, "sleep"], 3)
-    check(ready == 3, f"only {ready} of 3 ranks started")
+    p = start_and_wait_ready(["--nproc-per-node", "3", "--", PROBE, "sleep"], 3)
     p.send_signal(signal.SIGTERM)
     out, err = p.communicate(timeout=PROMPT_STOP_S)
     for rank in range(3):
@@ -165,9 +169,7 @@ def case_sigterm_forwarded():
 
 
 def case_grace_then_kill():
-    p, ready = start_and_wait_ready(["--nproc-per-node", "2", "--grace-period", "0.5", "--", PROBE, "sleep-ignore"],
-                                    2)
-    check(ready == 2, f"only {ready} of 2 ranks started")
+    p = start_and_wait_ready(["--nproc-per-node", "2", "--grace-period", "0.5", "--", PROBE, "sleep-ignore"], 2)
     start = time.monotonic()
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=PROMPT_STOP_S)
@@ -287,17 +289,6 @@ def case_rdzv_timeout():
              free_port(), "--", PROBE, "env"])
     check(r.returncode == 3 and "rendezvous timed out after " in r.stderr and
           "1 of 2 nodes arrived (missing node ranks: 1)" in r.stderr and not r.stdout, "exit 3 naming the count", r)
-
-
-def wait_ready(p, count):
-    ready = 0
-    deadline = time.monotonic() + RUN_TIMEOUT_S
-    while ready < count and time.monotonic() < deadline:
-        line = p.stdout.readline()
-        if not line:
-            break
-        ready += line.endswith("]: ready\n")
-    check(ready == count, f"only {ready} of {count} ranks started")
 
 
 def case_node0_lost():
