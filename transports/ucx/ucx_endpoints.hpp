@@ -1,0 +1,60 @@
+#pragma once
+// This rank's UCX endpoints, one per peer the ucx transport was chosen for, created from the worker addresses
+// the peers published in the store ("addr/<rank>"). Every endpoint runs in UCP_ERR_HANDLING_MODE_PEER with an
+// error callback that records UCX's status for peer_failure() and fails the ops in flight to that peer.
+
+#include <ucp/api/ucp.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <dcomm/store.hpp>
+
+#include "common/deadline.hpp"
+#include "transports/transport.hpp"
+
+namespace dcomm::transport::ucx {
+
+class UcxEndpoints {
+ public:
+  /// `on_failure(peer, status)` runs (inside ucp_worker_progress) when UCX reports an endpoint failed.
+  UcxEndpoints(ucp_worker_h worker, const PeerInfo& self, int world_size,
+               std::function<void(int, ucs_status_t)> on_failure);
+  ~UcxEndpoints();
+  UcxEndpoints(const UcxEndpoints&) = delete;
+  UcxEndpoints& operator=(const UcxEndpoints&) = delete;
+
+  static std::string address_key(int rank) { return "addr/" + std::to_string(rank); }
+
+  /// Waits (bounded by `deadline`) for the peers' addresses and creates an endpoint to each.
+  void connect(Store& store, const std::vector<PeerInfo>& peers, const Deadline& deadline);
+  /// The endpoint to `peer`, or null when it was never connected.
+  ucp_ep_h ep(int peer) const;
+  /// UCX's status for the endpoint to `peer`: UCS_OK while it looks healthy.
+  ucs_status_t status(int peer) const;
+  /// "rank 3 on host b" (or just "rank 3" before connect).
+  std::string name(int peer) const;
+  /// Why `peer` is unreachable, or empty: "rank r on host h: UCX reported <status> on the endpoint".
+  std::string failure(int peer) const;
+  /// Closes every endpoint (forcibly where UCX reported a failure), bounded by `deadline`. Never throws.
+  void close(const Deadline& deadline, const std::function<void()>& progress) noexcept;
+
+ private:
+  struct Peer {
+    UcxEndpoints* owner = nullptr;
+    PeerInfo info;
+    ucp_ep_h ep = nullptr;
+    ucs_status_t status = UCS_OK;
+  };
+  static void on_error(void* arg, ucp_ep_h ep, ucs_status_t status);
+  Peer* find(int peer) const;
+
+  ucp_worker_h worker_;
+  PeerInfo self_;
+  std::function<void(int, ucs_status_t)> on_failure_;
+  std::vector<std::unique_ptr<Peer>> peers_;  // indexed by rank; stable addresses for the error callback
+};
+
+}  // namespace dcomm::transport::ucx

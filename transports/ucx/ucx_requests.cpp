@@ -1,0 +1,108 @@
+#include "transports/ucx/ucx_requests.hpp"
+
+#include <fmt/format.h>
+
+#include <vector>
+
+#include <dcomm/error.hpp>
+
+#include "common/log.hpp"
+
+namespace dcomm::transport::ucx {
+
+UcxRequests::~UcxRequests() {
+  // Only reached after the worker is gone (close()), so UCX can no longer call back into these records.
+  live_.clear();
+}
+
+Pending* UcxRequests::add(Pending::Kind kind, int peer, uint64_t tag, std::size_t bytes, OpPtr op) {
+  auto p = std::make_unique<Pending>();
+  p->owner = this;
+  p->kind = kind;
+  p->peer = peer;
+  p->tag = tag;
+  p->bytes = bytes;
+  p->op = std::move(op);
+  Pending* raw = p.get();
+  live_.emplace(raw, std::move(p));
+  return raw;
+}
+
+void UcxRequests::started(Pending* p, ucs_status_ptr_t result) {
+  if (UCS_PTR_IS_PTR(result)) {
+    p->request = result;  // the callback finishes it
+    return;
+  }
+  finish(p, UCS_PTR_STATUS(result), p->bytes);
+}
+
+void UcxRequests::on_send(void* request, ucs_status_t status, void* user_data) {
+  auto* p = static_cast<Pending*>(user_data);
+  ucp_request_free(request);
+  p->owner->finish(p, status, p->bytes);
+}
+
+void UcxRequests::on_receive(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info, void* user_data) {
+  auto* p = static_cast<Pending*>(user_data);
+  ucp_request_free(request);
+  p->owner->finish(p, status, status == UCS_OK && info != nullptr ? info->length : p->bytes);
+}
+
+std::string UcxRequests::failure_text(const Pending& p, ucs_status_t status) const {
+  const char* what = p.kind == Pending::Kind::kSend ? "send to" : "receive from";
+  return fmt::format("{} {} over ucx ({}, tag {:#x}) failed: UCX reported {}; rank {} may have exited or become "
+                     "unreachable - check its log",
+                     what, name_peer_(p.peer), format_bytes(p.bytes), p.tag, status_text(status), p.peer);
+}
+
+void UcxRequests::finish(Pending* p, ucs_status_t status, std::size_t bytes) noexcept {
+  auto node = live_.extract(p);  // owns the record until this returns
+  if (p->op && !p->op->done()) {  // an endpoint failure may have failed it already
+    if (status == UCS_OK) {
+      p->op->complete(bytes);
+    } else if (status == UCS_ERR_CANCELED) {
+      p->op->fail(std::make_exception_ptr(AbortedError(fmt::format(
+          "{} over ucx ({}) was cancelled: the ucx transport was closed while it was in flight",
+          p->kind == Pending::Kind::kSend ? "send to " + name_peer_(p->peer) : "receive from " + name_peer_(p->peer),
+          format_bytes(p->bytes)))));
+    } else {
+      p->op->fail(std::make_exception_ptr(RemoteError(failure_text(*p, status))));
+    }
+  } else if (!p->op && status != UCS_OK && status != UCS_ERR_CANCELED) {
+    DCOMM_DEBUG("ucx: discarding a message from {} failed: {}", name_peer_(p->peer), status_text(status));
+  }
+}
+
+void UcxRequests::fail_peer(int peer, ucs_status_t status) {
+  for (auto& [raw, p] : live_) {
+    if (p->peer == peer && p->op && !p->op->done()) {
+      p->op->fail(std::make_exception_ptr(RemoteError(failure_text(*p, status))));
+    }
+  }
+}
+
+void UcxRequests::cancel_all(UcxWorker& worker, const Deadline& deadline) noexcept {
+  // Cancelling completes a request through its callback (UCS_ERR_CANCELED), which erases it, so walk a copy.
+  std::vector<void*> handles;
+  for (auto& [raw, p] : live_) {
+    if (p->request != nullptr) handles.push_back(p->request);
+  }
+  for (void* h : handles) ucp_request_cancel(worker.get(), h);
+  Backoff backoff;
+  while (!live_.empty() && !deadline.expired()) {
+    if (worker.progress() != 0) {
+      backoff.reset();
+    } else {
+      backoff.pause();
+    }
+  }
+  for (auto& [raw, p] : live_) {
+    if (p->op && !p->op->done()) {
+      p->op->fail(std::make_exception_ptr(AbortedError(
+          fmt::format("ucx op with {} ({}) was still in flight when the ucx transport was closed",
+                      name_peer_(p->peer), format_bytes(p->bytes)))));
+    }
+  }
+}
+
+}  // namespace dcomm::transport::ucx

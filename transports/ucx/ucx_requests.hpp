@@ -1,0 +1,66 @@
+#pragma once
+// The operations this rank has in flight in UCX (sends, receives of probed messages, discards), each tied to the
+// Op that the layer above waits on. UCX completes a request through a callback inside ucp_worker_progress(); an
+// endpoint failure fails the ops of that peer at once (UCX's own completion of those requests comes later and is
+// then ignored), and close() cancels whatever is left, so no Op is ever left pending by a closed transport.
+
+#include <ucp/api/ucp.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "common/deadline.hpp"
+#include "transports/transport.hpp"
+#include "transports/ucx/ucx_worker.hpp"
+
+namespace dcomm::transport::ucx {
+
+class UcxRequests;
+
+/// One request in flight; its address is the user_data of the UCX call.
+struct Pending {
+  enum class Kind { kSend, kReceive, kDiscard };
+  UcxRequests* owner = nullptr;
+  Kind kind = Kind::kSend;
+  int peer = -1;
+  uint64_t tag = 0;
+  std::size_t bytes = 0;
+  OpPtr op;                 ///< null for discards: nobody waits for them
+  void* request = nullptr;  ///< UCX's handle, once the call returned one
+};
+
+class UcxRequests {
+ public:
+  /// `name_peer(r)` says "rank r on host h" for error messages.
+  explicit UcxRequests(std::function<std::string(int)> name_peer) : name_peer_(std::move(name_peer)) {}
+  ~UcxRequests();
+
+  /// Registers a request before its UCX call, so the call can carry it as user_data.
+  Pending* add(Pending::Kind kind, int peer, uint64_t tag, std::size_t bytes, OpPtr op);
+  /// Takes the UCX call's result: done at once, failed at once, or in flight until a callback.
+  void started(Pending* p, ucs_status_ptr_t result);
+  /// Fails every op to or from `peer` with UCX's status for its endpoint.
+  void fail_peer(int peer, ucs_status_t status);
+  /// Cancels every request, drives `worker` until UCX has returned them (bounded by `deadline`), and fails any
+  /// op still pending as aborted. Never throws.
+  void cancel_all(UcxWorker& worker, const Deadline& deadline) noexcept;
+  std::size_t in_flight() const { return live_.size(); }
+
+  /// The UCX completion callbacks (user_data is the Pending).
+  static void on_send(void* request, ucs_status_t status, void* user_data);
+  static void on_receive(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info, void* user_data);
+
+  /// The RemoteError text for a failed request.
+  std::string failure_text(const Pending& p, ucs_status_t status) const;
+
+ private:
+  void finish(Pending* p, ucs_status_t status, std::size_t bytes) noexcept;
+
+  std::function<std::string(int)> name_peer_;
+  std::unordered_map<Pending*, std::unique_ptr<Pending>> live_;
+};
+
+}  // namespace dcomm::transport::ucx
