@@ -72,7 +72,7 @@ ucs_status_t UcxEndpoints::status(int peer) const {
 std::string UcxEndpoints::name(int peer) const {
   Peer* p = find(peer);
   if (p == nullptr || p->info.hostname.empty()) return fmt::format("rank {}", peer);
-  return fmt::format("rank {} on host {}", peer, p->info.hostname);
+  return fmt::format("rank {} on host {} (pid {})", peer, p->info.hostname, p->info.pid);
 }
 
 std::string UcxEndpoints::failure(int peer) const {
@@ -89,35 +89,74 @@ void UcxEndpoints::on_error(void* arg, ucp_ep_h, ucs_status_t status) {
   peer->owner->on_failure_(peer->info.rank, status);
 }
 
+namespace {
+
+// Drives `progress` until every request in `reqs` has finished or `deadline` passes; frees the finished ones and
+// returns the peers whose requests did not finish (their requests freed too: UCX releases them on completion).
+template <typename Key>
+std::vector<Key> drive(std::vector<std::pair<Key, ucs_status_ptr_t>> reqs, const Deadline& deadline,
+                       const std::function<void()>& progress, std::vector<Key>* failed) {
+  Backoff backoff;
+  while (!reqs.empty() && !deadline.expired()) {
+    progress();
+    std::erase_if(reqs, [&](const auto& kr) {
+      ucs_status_t st = ucp_request_check_status(kr.second);
+      if (st == UCS_INPROGRESS) return false;
+      if (st != UCS_OK && failed != nullptr) failed->push_back(kr.first);
+      ucp_request_free(kr.second);
+      return true;
+    });
+    backoff.pause();
+  }
+  std::vector<Key> unfinished;
+  for (auto& [key, r] : reqs) {
+    unfinished.push_back(key);
+    ucp_request_free(r);
+  }
+  return unfinished;
+}
+
+// After `deadline`, force-closed endpoints still get this long to release their requests (they need no peer).
+constexpr Duration kForceCloseBudget = std::chrono::seconds(1);
+
+}  // namespace
+
 void UcxEndpoints::close(const Deadline& deadline, const std::function<void()>& progress) noexcept {
-  // Healthy endpoints flush what is still queued to their peers first; failed ones are released at once.
-  std::vector<ucs_status_ptr_t> closing;
+  // First flush: what this rank sent reaches its peers (eager sends complete before delivery). A flush that a
+  // peer cannot finish (it stopped progressing, or it never pulls a rendezvous send) is cut off at the deadline.
+  std::vector<std::pair<Peer*, ucs_status_ptr_t>> flushing;
+  std::vector<Peer*> unflushed;
+  for (auto& peer : peers_) {
+    if (!peer || peer->ep == nullptr || peer->status != UCS_OK) continue;
+    ucp_request_param_t param{};
+    ucs_status_ptr_t r = ucp_ep_flush_nbx(peer->ep, &param);
+    if (UCS_PTR_IS_PTR(r)) {
+      flushing.emplace_back(peer.get(), r);
+    } else if (UCS_PTR_STATUS(r) != UCS_OK) {
+      unflushed.push_back(peer.get());
+    }
+  }
+  std::vector<Peer*> late = drive(std::move(flushing), deadline, progress, &unflushed);
+  if (!late.empty() || !unflushed.empty()) {
+    DCOMM_DEBUG("ucx: {} endpoint(s) could not be flushed before close; their requests in flight are cancelled",
+                late.size() + unflushed.size());
+  }
+  // Then close every endpoint with UCP_EP_CLOSE_FLAG_FORCE: after the flush nothing of ours is left to deliver,
+  // and forcing never waits on the peer, so close cannot hang and no request outlives its endpoint (the worker
+  // may only be destroyed once its endpoints hold no requests).
+  std::vector<std::pair<int, ucs_status_ptr_t>> closing;
   for (auto& peer : peers_) {
     if (!peer || peer->ep == nullptr) continue;
     ucp_request_param_t param{};
     param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    param.flags = peer->status != UCS_OK ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+    param.flags = UCP_EP_CLOSE_FLAG_FORCE;
     ucs_status_ptr_t r = ucp_ep_close_nbx(peer->ep, &param);
     peer->ep = nullptr;
-    if (UCS_PTR_IS_PTR(r)) closing.push_back(r);
+    if (UCS_PTR_IS_PTR(r)) closing.emplace_back(peer->info.rank, r);
   }
-  Backoff backoff;
-  while (!closing.empty()) {
-    progress();
-    std::erase_if(closing, [](ucs_status_ptr_t r) {
-      if (ucp_request_check_status(r) == UCS_INPROGRESS) return false;
-      ucp_request_free(r);
-      return true;
-    });
-    if (deadline.expired()) {
-      // A peer that stopped progressing never acknowledges the flush; destroying the worker releases the rest.
-      DCOMM_DEBUG("ucx: {} endpoint(s) still closing at the close deadline; releasing them with the worker",
-                  closing.size());
-      for (ucs_status_ptr_t r : closing) ucp_request_free(r);
-      break;
-    }
-    backoff.pause();
-  }
+  std::vector<int> stuck =
+      drive<int>(std::move(closing), Deadline::after(kForceCloseBudget), progress, nullptr);
+  if (!stuck.empty()) DCOMM_WARN("ucx: {} endpoint(s) did not finish closing; the worker releases them", stuck.size());
 }
 
 }  // namespace dcomm::transport::ucx

@@ -34,11 +34,12 @@ class UcxEndpoints {
   ucp_ep_h ep(int peer) const;
   /// UCX's status for the endpoint to `peer`: UCS_OK while it looks healthy.
   ucs_status_t status(int peer) const;
-  /// "rank 3 on host b" (or just "rank 3" before connect).
+  /// "rank 3 on host b (pid 1234)" (or just "rank 3" before connect).
   std::string name(int peer) const;
   /// Why `peer` is unreachable, or empty: "rank r on host h: UCX reported <status> on the endpoint".
   std::string failure(int peer) const;
-  /// Closes every endpoint (forcibly where UCX reported a failure), bounded by `deadline`. Never throws.
+  /// Flushes healthy endpoints (bounded by `deadline`), then force-closes every endpoint, which cancels whatever
+  /// is still in flight on it. Never throws.
   void close(const Deadline& deadline, const std::function<void()>& progress) noexcept;
 
  private:

@@ -60,11 +60,8 @@ void UcxRequests::finish(Pending* p, ucs_status_t status, std::size_t bytes) noe
   if (p->op && !p->op->done()) {  // an endpoint failure may have failed it already
     if (status == UCS_OK) {
       p->op->complete(bytes);
-    } else if (status == UCS_ERR_CANCELED) {
-      p->op->fail(std::make_exception_ptr(AbortedError(fmt::format(
-          "{} over ucx ({}) was cancelled: the ucx transport was closed while it was in flight",
-          p->kind == Pending::Kind::kSend ? "send to " + name_peer_(p->peer) : "receive from " + name_peer_(p->peer),
-          format_bytes(p->bytes)))));
+    } else if (status == UCS_ERR_CANCELED || closing_) {
+      p->op->fail(std::make_exception_ptr(AbortedError(aborted_text(*p))));
     } else {
       p->op->fail(std::make_exception_ptr(RemoteError(failure_text(*p, status))));
     }
@@ -81,27 +78,25 @@ void UcxRequests::fail_peer(int peer, ucs_status_t status) {
   }
 }
 
-void UcxRequests::cancel_all(UcxWorker& worker, const Deadline& deadline) noexcept {
-  // Cancelling completes a request through its callback (UCS_ERR_CANCELED), which erases it, so walk a copy.
-  std::vector<void*> handles;
+std::string UcxRequests::aborted_text(const Pending& p) const {
+  return fmt::format("{} {} over ucx ({}, tag {:#x}) was aborted: the ucx transport was closed while it was in flight",
+                     p.kind == Pending::Kind::kSend ? "send to" : "receive from", name_peer_(p.peer),
+                     format_bytes(p.bytes), p.tag);
+}
+
+void UcxRequests::begin_close(UcxWorker& worker) noexcept {
+  closing_ = true;
+  // Cancelling completes a request through its callback, which erases it, so collect the handles first.
+  std::vector<void*> receives;
   for (auto& [raw, p] : live_) {
-    if (p->request != nullptr) handles.push_back(p->request);
+    if (p->kind != Pending::Kind::kSend && p->request != nullptr) receives.push_back(p->request);
   }
-  for (void* h : handles) ucp_request_cancel(worker.get(), h);
-  Backoff backoff;
-  while (!live_.empty() && !deadline.expired()) {
-    if (worker.progress() != 0) {
-      backoff.reset();
-    } else {
-      backoff.pause();
-    }
-  }
+  for (void* r : receives) ucp_request_cancel(worker.get(), r);
+}
+
+void UcxRequests::abandon() noexcept {
   for (auto& [raw, p] : live_) {
-    if (p->op && !p->op->done()) {
-      p->op->fail(std::make_exception_ptr(AbortedError(
-          fmt::format("ucx op with {} ({}) was still in flight when the ucx transport was closed",
-                      name_peer_(p->peer), format_bytes(p->bytes)))));
-    }
+    if (p->op && !p->op->done()) p->op->fail(std::make_exception_ptr(AbortedError(aborted_text(*p))));
   }
 }
 

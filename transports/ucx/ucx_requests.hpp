@@ -2,7 +2,7 @@
 // The operations this rank has in flight in UCX (sends, receives of probed messages, discards), each tied to the
 // Op that the layer above waits on. UCX completes a request through a callback inside ucp_worker_progress(); an
 // endpoint failure fails the ops of that peer at once (UCX's own completion of those requests comes later and is
-// then ignored), and close() cancels whatever is left, so no Op is ever left pending by a closed transport.
+// then ignored), and close() fails whatever is left as aborted, so no Op is ever left pending by a closed transport.
 
 #include <ucp/api/ucp.h>
 
@@ -44,9 +44,11 @@ class UcxRequests {
   void started(Pending* p, ucs_status_ptr_t result);
   /// Fails every op to or from `peer` with UCX's status for its endpoint.
   void fail_peer(int peer, ucs_status_t status);
-  /// Cancels every request, drives `worker` until UCX has returned them (bounded by `deadline`), and fails any
-  /// op still pending as aborted. Never throws.
-  void cancel_all(UcxWorker& worker, const Deadline& deadline) noexcept;
+  /// Close begins: from now on a request UCX fails fails its Op as aborted, not as a remote error, and receives
+  /// are cancelled (sends are cancelled by closing their endpoints with force).
+  void begin_close(UcxWorker& worker) noexcept;
+  /// Fails every Op still pending as aborted. Called once the endpoints are closed. Never throws.
+  void abandon() noexcept;
   std::size_t in_flight() const { return live_.size(); }
 
   /// The UCX completion callbacks (user_data is the Pending).
@@ -59,7 +61,10 @@ class UcxRequests {
  private:
   void finish(Pending* p, ucs_status_t status, std::size_t bytes) noexcept;
 
+  std::string aborted_text(const Pending& p) const;
+
   std::function<std::string(int)> name_peer_;
+  bool closing_ = false;
   std::unordered_map<Pending*, std::unique_ptr<Pending>> live_;
 };
 

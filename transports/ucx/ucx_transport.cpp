@@ -54,10 +54,9 @@ std::string UcxTransport::peer_failure(int peer) {
 void UcxTransport::close() noexcept {
   if (!worker_) return;
   Deadline deadline = Deadline::after(std::min(ctx_.timeout, kCloseBudget));
-  // Ops still in flight are cancelled (their Ops fail as aborted) before the endpoints flush, so a flush never
-  // waits on a send the peer will never pull.
-  requests_->cancel_all(*worker_, deadline);
+  requests_->begin_close(*worker_);
   endpoints_->close(deadline, [this] { worker_->progress(); });
+  requests_->abandon();
   worker_.reset();  // UCX may complete leftover requests here; their records are still alive
   endpoints_.reset();
   requests_.reset();
