@@ -31,6 +31,7 @@ bool UcxTransport::progress(ArrivalSink& sink) {
     in.tag = tag_value(info.sender_tag);
     in.bytes = info.length;
     in.token = reinterpret_cast<uint64_t>(msg);
+    announced_.emplace(in.token, in);
     sink.arrived(*this, in);
   }
   return any;
@@ -48,6 +49,14 @@ void UcxTransport::start_receive(const Incoming& msg, void* dst, ucp_datatype_t 
   requests_->started(p, ucp_tag_msg_recv_nbx(worker_->get(), dst, msg.bytes, handle, &param));
 }
 
+void UcxTransport::claim(const Incoming& msg, const char* call) {
+  if (announced_.erase(msg.token) == 0) {
+    throw InvalidUsageError(fmt::format("ucx {} on {} from rank {} ({}, tag {:#x}): the message was not announced "
+                                        "by this transport, or was already received or discarded",
+                                        call, who(), msg.source, format_bytes(msg.bytes), msg.tag));
+  }
+}
+
 void UcxTransport::receive(const Incoming& msg, void* dst, const Device& device, OpPtr op) {
   check_open("receive");
   if (!device.is_host() || (dst == nullptr && msg.bytes > 0) || !op) {
@@ -57,11 +66,13 @@ void UcxTransport::receive(const Incoming& msg, void* dst, const Device& device,
                                         : !op             ? "no op to complete"
                                                           : "null buffer"));
   }
+  claim(msg, "receive");
   start_receive(msg, dst, ucp_dt_make_contig(1), std::move(op));
 }
 
 void UcxTransport::discard(const Incoming& msg) {
   check_open("discard");
+  claim(msg, "discard");
   // The drop datatype accepts the bytes and keeps none; the sender's op completes as for any receive.
   start_receive(msg, nullptr, worker_->drop_datatype(), nullptr);
 }

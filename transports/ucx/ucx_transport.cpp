@@ -54,6 +54,9 @@ std::string UcxTransport::peer_failure(int peer) {
 void UcxTransport::close() noexcept {
   if (!worker_) return;
   Deadline deadline = Deadline::after(std::min(ctx_.timeout, kCloseBudget));
+  // Messages announced but never taken are dropped, so UCX gets its buffers back and their senders complete.
+  for (const auto& [token, msg] : announced_) start_receive(msg, nullptr, worker_->drop_datatype(), nullptr);
+  announced_.clear();
   requests_->begin_close(*worker_);
   endpoints_->close(deadline, [this] { worker_->progress(); });
   requests_->abandon();

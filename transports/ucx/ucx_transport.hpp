@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "transports/registry.hpp"
@@ -39,6 +40,8 @@ class UcxTransport final : public Transport {
   std::string who() const;
   void check_open(const char* call) const;
   void start_receive(const Incoming& msg, void* dst, ucp_datatype_t datatype, OpPtr op);
+  /// Takes an announced message's handle out of announced_; rejects tokens this transport never announced.
+  void claim(const Incoming& msg, const char* call);
 
   TransportContext ctx_;
   // Declared in this order so that destruction (if close() was never reached) releases requests last: UCX may
@@ -46,6 +49,9 @@ class UcxTransport final : public Transport {
   std::unique_ptr<UcxRequests> requests_;
   std::unique_ptr<UcxWorker> worker_;
   std::unique_ptr<UcxEndpoints> endpoints_;
+  // Messages announced to the sink and not yet received or discarded. UCX keeps a probed message until it is
+  // received, so close() discards these, and receive() refuses a token twice instead of handing UCX a stale handle.
+  std::unordered_map<uint64_t, Incoming> announced_;  // by token
 };
 
 }  // namespace dcomm::transport::ucx
