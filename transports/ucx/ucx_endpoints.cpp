@@ -1,6 +1,11 @@
 #include "transports/ucx/ucx_endpoints.hpp"
 
 #include <fmt/format.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <fstream>
 
 #include <dcomm/error.hpp>
 
@@ -8,9 +13,28 @@
 #include "transports/ucx/ucx_worker.hpp"
 
 namespace dcomm::transport::ucx {
+namespace {
+
+// Whether a process of this host has exited: gone from the process table, or a zombie its parent has not reaped
+// yet. Empty while it runs (or when it cannot tell, e.g. it belongs to another user: never a false alarm).
+std::string local_process_gone(int pid) {
+  if (pid <= 0 || pid == ::getpid()) return {};
+  if (::kill(pid, 0) != 0 && errno == ESRCH) return fmt::format("its process (pid {}) has exited", pid);
+  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
+  std::string line;
+  if (!std::getline(stat, line)) return {};
+  // The state follows the command name, which is in parentheses and may itself contain ") ".
+  std::size_t close = line.rfind(')');
+  if (close != std::string::npos && close + 2 < line.size() && (line[close + 2] == 'Z' || line[close + 2] == 'X')) {
+    return fmt::format("its process (pid {}) has exited", pid);
+  }
+  return {};
+}
+
+}  // namespace
 
 UcxEndpoints::UcxEndpoints(ucp_worker_h worker, const PeerInfo& self, int world_size,
-                           std::function<void(int, ucs_status_t)> on_failure)
+                           std::function<void(int, const std::string&)> on_failure)
     : worker_(worker), self_(self), on_failure_(std::move(on_failure)) {
   peers_.resize(static_cast<std::size_t>(world_size));
 }
@@ -64,9 +88,10 @@ ucp_ep_h UcxEndpoints::ep(int peer) const {
   return p != nullptr ? p->ep : nullptr;
 }
 
-ucs_status_t UcxEndpoints::status(int peer) const {
+const std::string& UcxEndpoints::cause(int peer) const {
+  static const std::string kNone;
   Peer* p = find(peer);
-  return p != nullptr ? p->status : UCS_OK;
+  return p != nullptr ? p->cause : kNone;
 }
 
 std::string UcxEndpoints::name(int peer) const {
@@ -75,18 +100,26 @@ std::string UcxEndpoints::name(int peer) const {
   return fmt::format("rank {} on host {} (pid {})", peer, p->info.hostname, p->info.pid);
 }
 
-std::string UcxEndpoints::failure(int peer) const {
-  ucs_status_t st = status(peer);
-  if (st == UCS_OK) return {};
-  return fmt::format("{}: UCX reported {} on the endpoint", name(peer), status_text(st));
+std::string UcxEndpoints::failure(int peer) {
+  Peer* p = find(peer);
+  if (p == nullptr) return {};
+  if (p->cause.empty() && !self_.host_id.empty() && p->info.host_id == self_.host_id) {
+    if (std::string gone = local_process_gone(p->info.pid); !gone.empty()) mark_failed(*p, gone);
+  }
+  if (p->cause.empty()) return {};
+  return fmt::format("{}: {}", name(peer), p->cause);
+}
+
+void UcxEndpoints::mark_failed(Peer& peer, std::string cause) {
+  if (!peer.cause.empty()) return;  // keep the first cause
+  peer.cause = std::move(cause);
+  DCOMM_DEBUG("ucx: {} is unreachable: {}", name(peer.info.rank), peer.cause);
+  on_failure_(peer.info.rank, peer.cause);
 }
 
 void UcxEndpoints::on_error(void* arg, ucp_ep_h, ucs_status_t status) {
   auto* peer = static_cast<Peer*>(arg);
-  if (peer->status != UCS_OK) return;  // keep the first cause
-  peer->status = status;
-  DCOMM_DEBUG("ucx: endpoint to {} failed: {}", peer->owner->name(peer->info.rank), status_text(status));
-  peer->owner->on_failure_(peer->info.rank, status);
+  peer->owner->mark_failed(*peer, fmt::format("UCX reported {} on the endpoint", status_text(status)));
 }
 
 namespace {
@@ -127,7 +160,7 @@ void UcxEndpoints::close(const Deadline& deadline, const std::function<void()>& 
   std::vector<std::pair<Peer*, ucs_status_ptr_t>> flushing;
   std::vector<Peer*> unflushed;
   for (auto& peer : peers_) {
-    if (!peer || peer->ep == nullptr || peer->status != UCS_OK) continue;
+    if (!peer || peer->ep == nullptr || !peer->cause.empty()) continue;
     ucp_request_param_t param{};
     ucs_status_ptr_t r = ucp_ep_flush_nbx(peer->ep, &param);
     if (UCS_PTR_IS_PTR(r)) {

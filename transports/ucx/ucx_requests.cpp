@@ -48,11 +48,21 @@ void UcxRequests::on_receive(void* request, ucs_status_t status, const ucp_tag_r
   p->owner->finish(p, status, status == UCS_OK && info != nullptr ? info->length : p->bytes);
 }
 
-std::string UcxRequests::failure_text(const Pending& p, ucs_status_t status) const {
+std::string UcxRequests::failure_text(const Pending& p, const std::string& cause) const {
   const char* what = p.kind == Pending::Kind::kSend ? "send to" : "receive from";
-  return fmt::format("{} {} over ucx ({}, tag {:#x}) failed: UCX reported {}; rank {} may have exited or become "
-                     "unreachable - check its log",
-                     what, name_peer_(p.peer), format_bytes(p.bytes), p.tag, status_text(status), p.peer);
+  return fmt::format("{} {} over ucx ({}, tag {:#x}) failed: {}; rank {} may have exited or become unreachable - "
+                     "check its log",
+                     what, name_peer_(p.peer), format_bytes(p.bytes), p.tag, cause, p.peer);
+}
+
+void UcxRequests::reject(Pending::Kind kind, int peer, uint64_t tag, std::size_t bytes, const OpPtr& op,
+                         const std::string& cause) const {
+  Pending p;
+  p.kind = kind;
+  p.peer = peer;
+  p.tag = tag;
+  p.bytes = bytes;
+  op->fail(std::make_exception_ptr(RemoteError(failure_text(p, cause))));
 }
 
 void UcxRequests::finish(Pending* p, ucs_status_t status, std::size_t bytes) noexcept {
@@ -63,17 +73,17 @@ void UcxRequests::finish(Pending* p, ucs_status_t status, std::size_t bytes) noe
     } else if (status == UCS_ERR_CANCELED || closing_) {
       p->op->fail(std::make_exception_ptr(AbortedError(aborted_text(*p))));
     } else {
-      p->op->fail(std::make_exception_ptr(RemoteError(failure_text(*p, status))));
+      p->op->fail(std::make_exception_ptr(RemoteError(failure_text(*p, "UCX reported " + status_text(status)))));
     }
   } else if (!p->op && status != UCS_OK && status != UCS_ERR_CANCELED) {
     DCOMM_DEBUG("ucx: discarding a message from {} failed: {}", name_peer_(p->peer), status_text(status));
   }
 }
 
-void UcxRequests::fail_peer(int peer, ucs_status_t status) {
+void UcxRequests::fail_peer(int peer, const std::string& cause) {
   for (auto& [raw, p] : live_) {
     if (p->peer == peer && p->op && !p->op->done()) {
-      p->op->fail(std::make_exception_ptr(RemoteError(failure_text(*p, status))));
+      p->op->fail(std::make_exception_ptr(RemoteError(failure_text(*p, cause))));
     }
   }
 }

@@ -42,8 +42,11 @@ class UcxRequests {
   Pending* add(Pending::Kind kind, int peer, uint64_t tag, std::size_t bytes, OpPtr op);
   /// Takes the UCX call's result: done at once, failed at once, or in flight until a callback.
   void started(Pending* p, ucs_status_ptr_t result);
-  /// Fails every op to or from `peer` with UCX's status for its endpoint.
-  void fail_peer(int peer, ucs_status_t status);
+  /// Fails every op to or from `peer`; `cause` says why ("UCX reported Connection reset by remote peer").
+  void fail_peer(int peer, const std::string& cause);
+  /// Fails `op` at once, without a UCX call (its peer is already known to be unreachable).
+  void reject(Pending::Kind kind, int peer, uint64_t tag, std::size_t bytes, const OpPtr& op,
+              const std::string& cause) const;
   /// Close begins: from now on a request UCX fails fails its Op as aborted, not as a remote error, and receives
   /// are cancelled (sends are cancelled by closing their endpoints with force).
   void begin_close(UcxWorker& worker) noexcept;
@@ -56,7 +59,7 @@ class UcxRequests {
   static void on_receive(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info, void* user_data);
 
   /// The RemoteError text for a failed request.
-  std::string failure_text(const Pending& p, ucs_status_t status) const;
+  std::string failure_text(const Pending& p, const std::string& cause) const;
 
  private:
   void finish(Pending* p, ucs_status_t status, std::size_t bytes) noexcept;

@@ -22,12 +22,12 @@ void UcxTransport::isend(int peer, uint64_t tag, const void* data, std::size_t b
         : !device.is_host()  ? "the ucx transport moves host memory only"
                              : "null buffer"));
   }
-  Pending* p = requests_->add(Pending::Kind::kSend, peer, tag, bytes, op);
-  if (ucs_status_t st = endpoints_->status(peer); st != UCS_OK) {
-    // The endpoint already failed: fail fast with UCX's cause rather than queue on a dead endpoint.
-    requests_->started(p, UCS_STATUS_PTR(st));
+  if (const std::string& cause = endpoints_->cause(peer); !cause.empty()) {
+    // The peer is known to be unreachable: fail fast with the first cause rather than queue on a dead endpoint.
+    requests_->reject(Pending::Kind::kSend, peer, tag, bytes, op, cause);
     return;
   }
+  Pending* p = requests_->add(Pending::Kind::kSend, peer, tag, bytes, op);
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE;
   param.cb.send = &UcxRequests::on_send;

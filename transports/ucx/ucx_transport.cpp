@@ -25,7 +25,9 @@ UcxTransport::UcxTransport(const TransportContext& ctx) : ctx_(ctx) {
   }
   worker_ = std::make_unique<UcxWorker>(who());
   endpoints_ = std::make_unique<UcxEndpoints>(worker_->get(), ctx.self, ctx.world_size,
-                                              [this](int peer, ucs_status_t st) { requests_->fail_peer(peer, st); });
+                                              [this](int peer, const std::string& cause) {
+                                                requests_->fail_peer(peer, cause);
+                                              });
   requests_ = std::make_unique<UcxRequests>([this](int peer) { return endpoints_->name(peer); });
 }
 
