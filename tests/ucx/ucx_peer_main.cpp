@@ -23,8 +23,8 @@ std::shared_ptr<transport::Mesh> join_mesh(std::unique_ptr<TcpStoreServer>& serv
     throw InvalidUsageError("ucx_peer: run it through dcomm-run with at least 2 ranks");
   }
   if (rank == 0 && !env::get_bool("DCOMM_STORE_HOSTED", false)) server = start_tcp_store_server(addr, port);
-  auto store = make_prefix_store("ucx_peer/" + env::get("DCOMM_RUN_ID").value_or("run") + "/",
-                                 connect_tcp_store(addr, port));
+  // Every launch hosts a fresh store, so one fixed prefix serves (and launchers on several nodes agree on it).
+  auto store = make_prefix_store("ucx_peer/", connect_tcp_store(addr, port));
   transport::PeerInfo self;
   self.rank = rank;
   self.local_rank = static_cast<int>(env::get_int("DCOMM_LOCAL_RANK", 0));
