@@ -10,25 +10,17 @@ import subprocess
 import sys
 import uuid
 
+# The launcher tests' result checks (check() raises CaseFailed with dcomm-run's exit code and output).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "launcher"))
+from launcher_tests import CaseFailed, check  # noqa: E402
+
 # Generous bounds: the machine running the tests may be a loaded 2-core box.
 RUN_TIMEOUT_S = 90
 NOTICE_DEAD_PEER_S = 20
 
 
-class CaseFailed(Exception):
-    pass
-
-
 class Skip(Exception):
     pass
-
-
-def check(cond, what, result=None):
-    if not cond:
-        detail = ""
-        if result is not None:
-            detail = f"\n--- exit {result.returncode}\n--- stdout:\n{result.stdout}\n--- stderr:\n{result.stderr}"
-        raise CaseFailed(what + detail)
 
 
 def ucx_env(extra=None):
