@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <fmt/format.h>
+#include <sys/mman.h>
 
 #include <dcomm/error.hpp>
 
@@ -120,6 +121,28 @@ TEST_CASE("ucx close() fails sends still in flight and returns promptly", "[ucx]
       r.fail(std::string("expected AbortedError, got: ") + e.what());
     }
   });
+  INFO(join(failures));
+  CHECK(failures.empty());
+}
+
+// Past 32 bits: a 4 GiB + 5 message is announced with its exact size and dropped without a receive buffer. The
+// send buffer is an untouched read-only mapping (the kernel's zero page), so the test costs little memory.
+TEST_CASE("ucx announces and drops a message larger than 4 GiB", "[ucx][large]") {
+  constexpr std::size_t kHuge = (std::size_t{4} << 30) + 5;
+  void* zeros = ::mmap(nullptr, kHuge, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  REQUIRE(zeros != MAP_FAILED);
+  auto failures = run_ucx_world(2, [&](UcxRank& r) {
+    if (r.rank() == 0) {
+      auto op = r.send(1, 9, zeros, kHuge);
+      r.wait(op, std::chrono::seconds(300));
+      if (op->bytes() != kHuge) r.fail(fmt::format("the send completed with {} bytes", op->bytes()));
+      return;
+    }
+    auto msg = r.next(std::chrono::seconds(300));
+    if (msg.bytes != kHuge || msg.tag != 9) r.fail(fmt::format("announced {} B with tag {}", msg.bytes, msg.tag));
+    r.transport().discard(msg);
+  });
+  ::munmap(zeros, kHuge);
   INFO(join(failures));
   CHECK(failures.empty());
 }

@@ -48,7 +48,12 @@ TEST_CASE("ucx keeps per-(source, tag) order with hundreds of messages in flight
   constexpr int kWorld = 3;
   constexpr int kPerPeer = 300;
   constexpr uint64_t kTags = 5;
-  auto size_of = [](int i) -> std::size_t { return i % 37 == 5 ? 200000 + i : static_cast<std::size_t>(i * 13 % 301); };
+  // Mostly single-fragment eager sizes, with multi-fragment eager and rendezvous sizes in between.
+  auto size_of = [](int i) -> std::size_t {
+    if (i % 37 == 5) return 200000 + i;
+    if (i % 11 == 3) return 20000 + i;
+    return static_cast<std::size_t>(i * 13 % 301);
+  };
   auto failures = run_ucx_world(kWorld, [&](UcxRank& r) {
     std::vector<std::vector<uint8_t>> out;
     std::vector<transport::OpPtr> ops;

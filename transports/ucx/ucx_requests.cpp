@@ -29,23 +29,35 @@ Pending* UcxRequests::add(Pending::Kind kind, int peer, uint64_t tag, std::size_
 }
 
 void UcxRequests::started(Pending* p, ucs_status_ptr_t result) {
-  if (UCS_PTR_IS_PTR(result)) {
+  p->started = true;
+  if (p->early_done) {
+    finish(p, p->early_status, p->early_bytes);
+  } else if (UCS_PTR_IS_PTR(result)) {
     p->request = result;  // the callback finishes it
+  } else {
+    finish(p, UCS_PTR_STATUS(result), p->bytes);
+  }
+}
+
+void UcxRequests::callback_done(void* request, Pending* p, ucs_status_t status, std::size_t bytes) noexcept {
+  ucp_request_free(request);
+  if (p->started) {
+    p->owner->finish(p, status, bytes);
     return;
   }
-  finish(p, UCS_PTR_STATUS(result), p->bytes);
+  p->early_done = true;
+  p->early_status = status;
+  p->early_bytes = bytes;
 }
 
 void UcxRequests::on_send(void* request, ucs_status_t status, void* user_data) {
   auto* p = static_cast<Pending*>(user_data);
-  ucp_request_free(request);
-  p->owner->finish(p, status, p->bytes);
+  callback_done(request, p, status, p->bytes);
 }
 
 void UcxRequests::on_receive(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info, void* user_data) {
   auto* p = static_cast<Pending*>(user_data);
-  ucp_request_free(request);
-  p->owner->finish(p, status, status == UCS_OK && info != nullptr ? info->length : p->bytes);
+  callback_done(request, p, status, status == UCS_OK && info != nullptr ? info->length : p->bytes);
 }
 
 std::string UcxRequests::failure_text(const Pending& p, const std::string& cause) const {

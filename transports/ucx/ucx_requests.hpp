@@ -30,6 +30,12 @@ struct Pending {
   std::size_t bytes = 0;
   OpPtr op;                 ///< null for discards: nobody waits for them
   void* request = nullptr;  ///< UCX's handle, once the call returned one
+  // A callback that runs before the UCX call has returned (UCX may complete inline) parks its result here for
+  // started(), so the record is never freed while the call that carries it is still on the stack.
+  bool started = false;
+  bool early_done = false;
+  ucs_status_t early_status = UCS_OK;
+  std::size_t early_bytes = 0;
 };
 
 class UcxRequests {
@@ -62,6 +68,8 @@ class UcxRequests {
   std::string failure_text(const Pending& p, const std::string& cause) const;
 
  private:
+  /// From a callback: finishes `p` now, or parks the result when its UCX call has not returned yet.
+  static void callback_done(void* request, Pending* p, ucs_status_t status, std::size_t bytes) noexcept;
   void finish(Pending* p, ucs_status_t status, std::size_t bytes) noexcept;
 
   std::string aborted_text(const Pending& p) const;
