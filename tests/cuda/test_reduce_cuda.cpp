@@ -65,6 +65,21 @@ std::string compare(DType dtype, const Shape& sh, DeviceOp device_op, HostOp hos
   return {};
 }
 
+// dst[i] = f(dst[i], src[i]) on host bytes typed by `dtype`; f is called with two values of the storage type.
+template <typename F>
+void host_elementwise(DType dtype, unsigned char* dst, const unsigned char* src, std::size_t count, F f) {
+  test::with_host_type(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    for (std::size_t i = 0; i < count; ++i) {
+      T a, b;
+      std::memcpy(&a, dst + i * sizeof(T), sizeof(T));
+      std::memcpy(&b, src + i * sizeof(T), sizeof(T));
+      const T r = f(a, b);
+      std::memcpy(dst + i * sizeof(T), &r, sizeof(T));
+    }
+  });
+}
+
 }  // namespace
 
 TEST_CASE("reduce_cuda matches the host reference for every dtype, op, count and alignment", "[cuda][reduce]") {
@@ -76,16 +91,7 @@ TEST_CASE("reduce_cuda matches the host reference for every dtype, op, count and
         std::string f = compare(
             dtype, sh, [&](char* d, char* s) { coll::reduce_cuda(d, s, sh.count, dtype, op, nullptr); },
             [&](unsigned char* d, unsigned char* s) {
-              test::with_host_type(dtype, [&](auto tag) {
-                using T = decltype(tag);
-                for (std::size_t i = 0; i < sh.count; ++i) {
-                  T a, b;
-                  std::memcpy(&a, d + i * sizeof(T), sizeof(T));
-                  std::memcpy(&b, s + i * sizeof(T), sizeof(T));
-                  T r = test::reference_combine(op, a, b);
-                  std::memcpy(d + i * sizeof(T), &r, sizeof(T));
-                }
-              });
+              host_elementwise(dtype, d, s, sh.count, [&](auto a, auto b) { return test::reference_combine(op, a, b); });
             });
         if (!f.empty()) failures.push_back(fmt::format("{}: {}", to_string(op), f));
       }
@@ -102,34 +108,22 @@ TEST_CASE("scale_cuda and divide_cuda match the host reference", "[cuda][reduce]
       std::string f = compare(
           dtype, sh, [&](char* d, char* s) { coll::scale_cuda(d, s, sh.count, dtype, 0.75, nullptr); },
           [&](unsigned char* d, unsigned char* s) {
-            test::with_host_type(dtype, [&](auto tag) {
-              using T = decltype(tag);
-              for (std::size_t i = 0; i < sh.count; ++i) {
-                T v;
-                std::memcpy(&v, s + i * sizeof(T), sizeof(T));
-                T r;
-                if constexpr (std::is_integral_v<T>) r = static_cast<T>(static_cast<double>(v) * 0.75);
-                else if constexpr (std::is_same_v<T, double>) r = v * 0.75;
-                else r = test::from_float<T>(static_cast<float>(test::to_double(v)) * 0.75f);
-                std::memcpy(d + i * sizeof(T), &r, sizeof(T));
-              }
+            host_elementwise(dtype, d, s, sh.count, [](auto, auto v) {
+              using T = decltype(v);
+              if constexpr (std::is_integral_v<T>) return static_cast<T>(static_cast<double>(v) * 0.75);
+              else if constexpr (std::is_same_v<T, double>) return v * 0.75;
+              else return test::from_float<T>(static_cast<float>(test::to_double(v)) * 0.75f);
             });
           });
       if (!f.empty()) failures.push_back("scale: " + f);
       f = compare(
           dtype, sh, [&](char* d, char*) { coll::divide_cuda(d, sh.count, dtype, 3, nullptr); },
           [&](unsigned char* d, unsigned char*) {
-            test::with_host_type(dtype, [&](auto tag) {
-              using T = decltype(tag);
-              for (std::size_t i = 0; i < sh.count; ++i) {
-                T v;
-                std::memcpy(&v, d + i * sizeof(T), sizeof(T));
-                T r;
-                if constexpr (std::is_integral_v<T>) r = static_cast<T>(v / static_cast<T>(3));
-                else if constexpr (std::is_same_v<T, double>) r = v / 3.0;
-                else r = test::from_float<T>(static_cast<float>(test::to_double(v)) / 3.0f);
-                std::memcpy(d + i * sizeof(T), &r, sizeof(T));
-              }
+            host_elementwise(dtype, d, d, sh.count, [](auto v, auto) {
+              using T = decltype(v);
+              if constexpr (std::is_integral_v<T>) return static_cast<T>(v / static_cast<T>(3));
+              else if constexpr (std::is_same_v<T, double>) return v / 3.0;
+              else return test::from_float<T>(static_cast<float>(test::to_double(v)) / 3.0f);
             });
           });
       if (!f.empty()) failures.push_back("divide: " + f);
