@@ -80,7 +80,9 @@ class FileStore final : public Store {
  private:
   struct Locked {
     int fd;
-    explicit Locked(const std::filesystem::path& p) : fd(::open(p.c_str(), O_CREAT | O_RDWR, 0600)) { flock(fd, LOCK_EX); }
+    explicit Locked(const std::filesystem::path& p) : fd(::open(p.c_str(), O_CREAT | O_RDWR, 0600)) {
+      flock(fd, LOCK_EX);
+    }
     ~Locked() { ::close(fd); }
   };
   static std::string file_of(const std::string& key) {

@@ -73,8 +73,9 @@ TEST_CASE("cuda_ipc refuses peers and buffers it cannot serve", "[cuda][ipc]") {
   PeerInfo a{0, 0, 0, "host-a", "a", getpid()};
   PeerInfo b{1, 1, 0, "host-a", "a", getpid()};
   PeerInfo far{2, 0, 1, "host-b", "b", 1};
-  auto t0 = make_cuda_ipc_transport(TransportContext{a, 3, std::chrono::seconds(10), "unit" + std::to_string(getpid())});
-  auto t1 = make_cuda_ipc_transport(TransportContext{b, 3, std::chrono::seconds(10), "unit" + std::to_string(getpid())});
+  const std::string world = "unit" + std::to_string(getpid());
+  auto t0 = make_cuda_ipc_transport(TransportContext{a, 3, std::chrono::seconds(10), world});
+  auto t1 = make_cuda_ipc_transport(TransportContext{b, 3, std::chrono::seconds(10), world});
   CHECK_FALSE(t0->can_connect(a, far));  // another host: never
   CHECK(t0->supports_device(Device::cuda(0)));
   CHECK_FALSE(t0->supports_device(Device::host()));

@@ -58,8 +58,8 @@ std::string compare(DType dtype, const Shape& sh, DeviceOp device_op, HostOp hos
   std::vector<unsigned char> got = d_dst.download(dst.size());
   for (std::size_t i = 0; i < total; ++i) {
     if (std::memcmp(got.data() + i * size, dst.data() + i * size, size) != 0) {
-      return fmt::format("{} count {} dst offset {} src offset {}: element {} of the allocation differs", to_string(dtype),
-                         sh.count, sh.dst_offset, sh.src_offset, i);
+      return fmt::format("{} count {} dst offset {} src offset {}: element {} of the allocation differs",
+                         to_string(dtype), sh.count, sh.dst_offset, sh.src_offset, i);
     }
   }
   return {};
@@ -91,7 +91,8 @@ TEST_CASE("reduce_cuda matches the host reference for every dtype, op, count and
         std::string f = compare(
             dtype, sh, [&](char* d, char* s) { coll::reduce_cuda(d, s, sh.count, dtype, op, nullptr); },
             [&](unsigned char* d, unsigned char* s) {
-              host_elementwise(dtype, d, s, sh.count, [&](auto a, auto b) { return test::reference_combine(op, a, b); });
+              host_elementwise(dtype, d, s, sh.count,
+                               [&](auto a, auto b) { return test::reference_combine(op, a, b); });
             });
         if (!f.empty()) failures.push_back(fmt::format("{}: {}", to_string(op), f));
       }
