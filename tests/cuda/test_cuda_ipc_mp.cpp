@@ -7,6 +7,7 @@
 #include <dcomm/error.hpp>
 #include <fmt/format.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -210,6 +211,10 @@ int run_world(const char* self, int size, const std::string& mode, int killed = 
     }
     backoff.pause();
   }
+  // A killed rank never unlinks its control segment; the name follows cuda_ipc's "/dcomm-<world id>-cuda_ipc-<rank>"
+  // with the world id the ranks used (the directory's name, which has no characters the transport replaces).
+  const std::string world_id = dir.substr(dir.rfind('/') + 1);
+  for (int r = 0; r < size; ++r) shm_unlink(fmt::format("/dcomm-{}-cuda_ipc-{}", world_id, r).c_str());
   std::filesystem::remove_all(dir);
   std::printf("%s, %d ranks: %s\n", mode.c_str(), size, failures ? "FAILED" : "ok");
   return failures;

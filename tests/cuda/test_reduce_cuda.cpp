@@ -19,7 +19,6 @@ namespace {
 
 // Untouched elements on both sides of every destination; 16 elements keep "offset 0" 16-byte aligned for every dtype.
 constexpr std::size_t kGuard = 16;
-const Deadline kWait = Deadline::after(std::chrono::seconds(60));
 
 struct Shape {
   std::size_t count, dst_offset, src_offset;
@@ -53,7 +52,7 @@ std::string compare(DType dtype, const Shape& sh, DeviceOp device_op, HostOp hos
   d_dst.upload(dst.data(), dst.size());
   d_src.upload(src.data(), src.size());
   device_op(d_dst.data() + (kGuard + sh.dst_offset) * size, d_src.data() + (kGuard + sh.src_offset) * size);
-  coll::synchronize_cuda(nullptr, kWait, "test kernel");
+  coll::synchronize_cuda(nullptr, Deadline::after(std::chrono::seconds(60)), "test kernel");
   host_op(dst.data() + (kGuard + sh.dst_offset) * size, src.data() + (kGuard + sh.src_offset) * size);
   std::vector<unsigned char> got = d_dst.download(dst.size());
   for (std::size_t i = 0; i < total; ++i) {

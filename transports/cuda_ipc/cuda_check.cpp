@@ -52,7 +52,9 @@ void wait_stream(cudaStream_t stream, const Deadline& deadline, std::string_view
 
 DeviceGuard::DeviceGuard(int device) {
   check(cudaGetDevice(&previous_), "cudaGetDevice");
-  if (previous_ != device) check(cudaSetDevice(device), fmt::format("cudaSetDevice({})", device));
+  // Always set, even when it is already the current device: cudaSetDevice also makes the device's primary context
+  // current on this thread, which driver calls (cuMemGetAddressRange) need on a thread that never used CUDA before.
+  check(cudaSetDevice(device), fmt::format("cudaSetDevice({})", device));
 }
 
 DeviceGuard::~DeviceGuard() {

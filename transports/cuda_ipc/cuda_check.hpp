@@ -29,7 +29,8 @@ void wait_event(cudaEvent_t event, const Deadline& deadline, std::string_view wh
 /// The same for everything queued on `stream` so far.
 void wait_stream(cudaStream_t stream, const Deadline& deadline, std::string_view what);
 
-/// Makes `device` current for the lifetime of the guard and restores the previous one. Never throws on exit.
+/// Makes `device` (and its primary context) current for the lifetime of the guard and restores the previous device.
+/// Never throws on exit.
 class DeviceGuard {
  public:
   explicit DeviceGuard(int device);
