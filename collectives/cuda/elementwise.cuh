@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "collectives/cuda/pack_split.hpp"
+
 namespace dcomm::coll::kernels {
 
 // 16-bit floats are stored as such but combined in float32; every other type combines as itself.
@@ -78,23 +80,22 @@ struct alignas(16) Pack {
 // Grid-stride loops: threads first share the 16-byte packs of the aligned middle, then the few elements of the
 // misaligned head and the tail.
 template <typename T, typename F>
-__global__ void elementwise_kernel(T* dst, const T* src, std::size_t count, std::size_t head, std::size_t packs,
-                                   F f) {
+__global__ void elementwise_kernel(T* dst, const T* src, std::size_t count, PackSplit split, F f) {
+  constexpr std::size_t kLanes = Pack<T>::kLanes;
   const std::size_t first = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
-  auto* dst_packs = reinterpret_cast<Pack<T>*>(dst + head);
-  auto* src_packs = reinterpret_cast<const Pack<T>*>(src + head);
-  for (std::size_t i = first; i < packs; i += stride) {
+  auto* dst_packs = reinterpret_cast<Pack<T>*>(dst + split.head);
+  auto* src_packs = reinterpret_cast<const Pack<T>*>(src + split.head);
+  for (std::size_t i = first; i < split.packs; i += stride) {
     Pack<T> d = dst_packs[i];
     const Pack<T> s = src_packs[i];
 #pragma unroll
     for (int k = 0; k < Pack<T>::kLanes; ++k) d.lane[k] = f(d.lane[k], s.lane[k]);
     dst_packs[i] = d;
   }
-  const std::size_t tail_start = head + packs * Pack<T>::kLanes;
-  const std::size_t singles = head + (count - tail_start);
+  const std::size_t singles = single_count(split, count, kLanes);
   for (std::size_t j = first; j < singles; j += stride) {
-    const std::size_t i = j < head ? j : tail_start + (j - head);
+    const std::size_t i = single_index(split, kLanes, j);
     dst[i] = f(dst[i], src[i]);
   }
 }
@@ -106,21 +107,15 @@ void launch_elementwise(T* dst, const T* src, std::size_t count, F f, cudaStream
   constexpr std::size_t kLanes = Pack<T>::kLanes;
   constexpr std::size_t kThreads = 256;
   constexpr std::size_t kMaxBlocks = 4096;  // enough to fill any current GPU; the loops stride over the rest
-  const auto d = reinterpret_cast<std::uintptr_t>(dst);
-  const auto s = reinterpret_cast<std::uintptr_t>(src);
-  std::size_t head = count;  // no packs unless both pointers can reach 16-byte alignment together
-  std::size_t packs = 0;
-  if (d % 16 == s % 16) {
-    head = ((16 - d % 16) % 16) / sizeof(T);
-    if (head > count) head = count;
-    packs = (count - head) / kLanes;
-  }
-  const std::size_t items = packs > count - packs * kLanes ? packs : count - packs * kLanes;
+  const PackSplit split = split_for_packs(reinterpret_cast<std::uintptr_t>(dst), reinterpret_cast<std::uintptr_t>(src),
+                                          count, sizeof(T));
+  const std::size_t singles = single_count(split, count, kLanes);
+  const std::size_t items = split.packs > singles ? split.packs : singles;
   std::size_t blocks = (items + kThreads - 1) / kThreads;
   if (blocks > kMaxBlocks) blocks = kMaxBlocks;
   if (blocks == 0) blocks = 1;
   elementwise_kernel<T, F><<<static_cast<unsigned>(blocks), static_cast<unsigned>(kThreads), 0, stream>>>(
-      dst, src, count, head, packs, f);
+      dst, src, count, split, f);
 }
 
 }  // namespace dcomm::coll::kernels
