@@ -77,7 +77,21 @@ void divide_cuda(void* dst, std::size_t count, DType dtype, int divisor, void* s
 
 void copy_cuda(void* dst, const void* src, std::size_t bytes, void* stream) {
   if (bytes == 0 || dst == src) return;
-  cuda::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(resolve(stream))),
+  const auto s = static_cast<cudaStream_t>(resolve(stream));
+  const auto d = reinterpret_cast<std::uintptr_t>(dst);
+  const auto from = reinterpret_cast<std::uintptr_t>(src);
+  if (d < from + bytes && from < d + bytes) {
+    // cudaMemcpy is undefined on overlapping ranges, but callers may move a block within one buffer (memmove's
+    // contract, which the host version keeps): bounce through stream-ordered scratch memory.
+    void* scratch = nullptr;
+    cuda::check(cudaMallocAsync(&scratch, bytes, s), fmt::format("copy_cuda: scratch of {}", format_bytes(bytes)));
+    cudaError_t err = cudaMemcpyAsync(scratch, src, bytes, cudaMemcpyDefault, s);
+    if (err == cudaSuccess) err = cudaMemcpyAsync(dst, scratch, bytes, cudaMemcpyDefault, s);
+    (void)cudaFreeAsync(scratch, s);
+    cuda::check(err, fmt::format("copy_cuda: overlapping cudaMemcpyAsync of {}", format_bytes(bytes)));
+    return;
+  }
+  cuda::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s),
               fmt::format("copy_cuda: cudaMemcpyAsync of {}", format_bytes(bytes)));
 }
 

@@ -28,7 +28,8 @@ void reduce_cuda(void* dst, const void* src, std::size_t count, DType dtype, Red
 void scale_cuda(void* dst, const void* src, std::size_t count, DType dtype, double scale, void* stream);
 /// dst[i] = dst[i] / divisor (avg). Integers truncate toward zero; floats divide in their accumulation type.
 void divide_cuda(void* dst, std::size_t count, DType dtype, int divisor, void* stream);
-/// Copies `bytes` between any two CUDA-visible buffers (device, or pinned/registered host memory).
+/// Copies `bytes` between any two CUDA-visible buffers (device, or pinned/registered host memory). Overlapping
+/// ranges are copied as memmove would (through scratch memory).
 void copy_cuda(void* dst, const void* src, std::size_t bytes, void* stream);
 /// Waits, bounded by `deadline`, for everything queued on `stream` (null: as above). `what` starts any error.
 void synchronize_cuda(void* stream, const Deadline& deadline, const char* what);

@@ -133,6 +133,24 @@ TEST_CASE("scale_cuda and divide_cuda match the host reference", "[cuda][reduce]
   CHECK(failures.empty());
 }
 
+TEST_CASE("copy_cuda moves overlapping ranges like memmove", "[cuda][reduce]") {
+  std::vector<std::string> failures;
+  for (std::ptrdiff_t shift : {-7, -1, 1, 16, 333}) {
+    const std::size_t bytes = 1000, room = bytes + 400;
+    std::vector<unsigned char> host(room);
+    for (std::size_t i = 0; i < room; ++i) host[i] = static_cast<unsigned char>(i * 7 % 256);
+    DeviceMemory mem(room);
+    mem.upload(host.data(), room);
+    const std::size_t src = 200, dst = static_cast<std::size_t>(200 + shift);
+    coll::copy_cuda(mem.data() + dst, mem.data() + src, bytes, nullptr);
+    coll::synchronize_cuda(nullptr, Deadline::after(std::chrono::seconds(60)), "overlapping copy");
+    std::memmove(host.data() + dst, host.data() + src, bytes);
+    if (mem.download(room) != host) failures.push_back(fmt::format("shift {} differs from memmove", shift));
+  }
+  INFO(fmt::format("{} failures, first: {}", failures.size(), failures.empty() ? "" : failures.front()));
+  CHECK(failures.empty());
+}
+
 TEST_CASE("copy_cuda copies any byte range between device buffers", "[cuda][reduce]") {
   std::vector<std::string> failures;
   for (const Shape& sh : shapes()) {
