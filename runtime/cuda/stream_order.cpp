@@ -14,6 +14,7 @@
 #if DCOMM_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
+#include "collectives/cuda/reduce_cuda.hpp"
 #include "collectives/cuda/stream_gate.hpp"
 #include "transports/cuda_ipc/cuda_check.hpp"
 #endif
@@ -85,6 +86,7 @@ StreamOrder::~StreamOrder() {
   (void)cudaGetLastError();
 }
 
+const Device& StreamOrder::device() const noexcept { return state_->device; }
 void* StreamOrder::stream() const noexcept { return state_->stream; }
 
 uint64_t StreamOrder::record_input(void* user_stream) {
@@ -154,9 +156,30 @@ bool StreamOrder::gate_timed_out() const noexcept {
   return std::atomic_ref<uint32_t>(state_->words->timed_out).load(std::memory_order_acquire) != 0;
 }
 
+// The order matters: members are destroyed in reverse, so the stream scope ends before the device is restored.
+struct CollectiveScope::Cuda {
+  cuda::DeviceGuard device;
+  coll::StreamScope stream;
+  Cuda(int index, void* s) : device(index), stream(s) {}
+};
+
+CollectiveScope::CollectiveScope(StreamOrder& order, uint64_t ticket, const Deadline& deadline,
+                                 std::string_view what)
+    : order_(order), ticket_(ticket) {
+  try {
+    if (order.device().is_host()) return;
+    cuda_ = std::make_unique<Cuda>(order.device().index, order.stream());
+    order.wait_input(ticket, deadline, what);
+  } catch (...) {
+    order.finish(ticket);  // the destructor will not run; nothing may stay gated on this ticket
+    throw;
+  }
+}
+
 #else  // host-only build: there are no streams to order against
 
 struct StreamOrder::State {
+  Device device;
   uint64_t next_ticket = 1;
 };
 
@@ -166,6 +189,7 @@ StreamOrder::StreamOrder(Device device, Duration) : state_(std::make_unique<Stat
   }
 }
 StreamOrder::~StreamOrder() = default;
+const Device& StreamOrder::device() const noexcept { return state_->device; }
 void* StreamOrder::stream() const noexcept { return nullptr; }
 uint64_t StreamOrder::record_input(void* user_stream) {
   if (user_stream != nullptr) {
@@ -183,6 +207,23 @@ void StreamOrder::complete_on(uint64_t, void* user_stream) {
 void StreamOrder::finish(uint64_t) noexcept {}
 bool StreamOrder::gate_timed_out() const noexcept { return false; }
 
+struct CollectiveScope::Cuda {};
+CollectiveScope::CollectiveScope(StreamOrder& order, uint64_t ticket, const Deadline&, std::string_view)
+    : order_(order), ticket_(ticket) {}
+
 #endif
+
+CollectiveScope::~CollectiveScope() {
+  cuda_.reset();
+  order_.finish(ticket_);
+}
+
+StreamOrder& StreamOrders::get(const Device& device) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const int key = device.is_host() ? -1 : device.index;
+  auto& slot = orders_[key];
+  if (!slot) slot = std::make_unique<StreamOrder>(device, gate_timeout_);
+  return *slot;
+}
 
 }  // namespace dcomm::runtime

@@ -50,3 +50,13 @@ TEST_CASE("host-only stream ordering hands out tickets and never waits", "[cuda]
   order.finish(b);
   CHECK_FALSE(order.gate_timed_out());
 }
+
+TEST_CASE("host collectives get a host StreamOrder whose scope does nothing but finish", "[cuda][args]") {
+  runtime::StreamOrders orders(std::chrono::seconds(1));
+  runtime::StreamOrder& order = orders.get(Device::host());
+  CHECK(&orders.get(Device::host()) == &order);
+  CHECK(order.device().is_host());
+  const uint64_t ticket = order.record_input(nullptr);
+  { runtime::CollectiveScope scope(order, ticket, Deadline::after(std::chrono::seconds(1)), "host collective"); }
+  CHECK(order.input_ready(ticket));
+}

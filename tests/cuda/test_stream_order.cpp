@@ -118,3 +118,28 @@ TEST_CASE("finishing a later ticket releases gates on earlier ones", "[cuda][str
   cuda::wait_stream(user.get(), Deadline::after(std::chrono::seconds(60)), "user stream");
   CHECK_FALSE(order.gate_timed_out());
 }
+
+TEST_CASE("a CollectiveScope waits for the input, sends kernels to the group's stream, finishes", "[cuda][stream]") {
+  Stream user;
+  DeviceMemory data(kCount * sizeof(int32_t)), ones(kCount * sizeof(int32_t));
+  std::vector<int32_t> host_ones(kCount, 1);
+  ones.upload(host_ones.data(), ones.bytes());
+  test::queue_delayed_fill(user.get(), reinterpret_cast<int32_t*>(data.data()), kCount, 7, kDelayNs / 4);
+  runtime::StreamOrders orders(std::chrono::seconds(60));
+  runtime::StreamOrder& order = orders.get(Device::cuda(0));
+  CHECK(&orders.get(Device::cuda(0)) == &order);
+  const uint64_t ticket = order.record_input(user.get());
+  order.complete_on(ticket, user.get());
+  {
+    runtime::CollectiveScope scope(order, ticket, Deadline::after(std::chrono::seconds(60)), "test collective");
+    CHECK(coll::current_stream() == order.stream());
+    CHECK(all_equal(peek(data, kCount), 7));  // the input is complete once the scope exists
+    coll::reduce_cuda(data.data(), ones.data(), kCount, DType::kInt32, ReduceOp::kSum, nullptr);
+    coll::synchronize_cuda(nullptr, Deadline::after(std::chrono::seconds(60)), "test reduction");
+  }
+  CHECK(coll::current_stream() != order.stream());
+  // The scope finished the ticket, so the gate queued on the caller's stream lets it run on.
+  cuda::wait_stream(user.get(), Deadline::after(std::chrono::seconds(60)), "user stream after the scope");
+  CHECK(all_equal(peek(data, kCount), 8));
+  CHECK_FALSE(order.gate_timed_out());
+}
