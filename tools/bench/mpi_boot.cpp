@@ -123,14 +123,18 @@ void MpiSession::join_singletons(const ProcessGroupPtr& pg, Duration timeout) {
   for (int k = 1; k < pg->size(); ++k) {
     if (rank > k) continue;  // not yet this rank's turn
     MPI_Comm inter = MPI_COMM_NULL, merged = MPI_COMM_NULL;
+    const std::string turn = fmt::format("mpi/turn/{}", k);
     if (rank < k) {
+      // Rank k connects only once told: a later rank connecting early would be accepted in k's place.
+      if (rank == 0) store->set(turn, std::string("1"));
       MPI_Comm_accept(port, MPI_INFO_NULL, 0, current, &inter);
     } else {
+      store->wait({turn}, timeout);
       MPI_Comm_connect(port, MPI_INFO_NULL, 0, MPI_COMM_SELF, &inter);
     }
     MPI_Intercomm_merge(inter, rank == k ? 1 : 0, &merged);  // the newcomer goes last
     links_.push_back(inter);
-    if (current != MPI_COMM_SELF) links_.push_back(current);
+    if (current != MPI_COMM_SELF && current != MPI_COMM_NULL) links_.push_back(current);
     current = merged;
   }
   if (rank == 0) MPI_Close_port(port);
@@ -143,9 +147,18 @@ MpiSession::~MpiSession() { teardown(); }
 void MpiSession::teardown() noexcept {
   if (initialized_) {
     initialized_ = false;
-    // Communicators that span singleton jobs must be disconnected, not freed, or MPI_Finalize waits on them.
-    if (comm_ != MPI_COMM_NULL && comm_ != MPI_COMM_SELF) MPI_Comm_disconnect(&comm_);
-    for (auto it = links_.rbegin(); it != links_.rend(); ++it) MPI_Comm_disconnect(&*it);
+    // Tested with OpenMPI 4.1: the intercommunicators between singleton jobs must be disconnected, and the
+    // merged intracommunicators freed (disconnecting those hangs).
+    if (comm_ != MPI_COMM_NULL && comm_ != MPI_COMM_SELF && comm_ != MPI_COMM_WORLD) MPI_Comm_free(&comm_);
+    for (auto it = links_.rbegin(); it != links_.rend(); ++it) {
+      int inter = 0;
+      MPI_Comm_test_inter(*it, &inter);
+      if (inter) {
+        MPI_Comm_disconnect(&*it);
+      } else {
+        MPI_Comm_free(&*it);
+      }
+    }
     MPI_Finalize();
   }
   if (server_pid_ > 0) {
