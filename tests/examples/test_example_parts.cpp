@@ -81,16 +81,24 @@ TEST_CASE("a single replica learns the teacher with sgd and adam", "[examples]")
   }
 }
 
+namespace {
+// Parameters {1, 2, 3} after two steps with gradients g1 then g2.
+std::vector<float> two_steps(const OptimizerConfig& c, const std::vector<float>& g1, const std::vector<float>& g2) {
+  auto opt = make_optimizer(c, 3);
+  std::vector<float> p = {1.0f, 2.0f, 3.0f};
+  opt->step(p, g1);
+  opt->step(p, g2);
+  return p;
+}
+}  // namespace
+
 TEST_CASE("optimizers follow their formulas and resume exactly from saved state", "[examples]") {
   const std::vector<float> g1 = {0.5f, -1.0f, 2.0f}, g2 = {-0.25f, 0.75f, 1.5f};
   SECTION("sgd with momentum") {
     OptimizerConfig c;
     c.lr = 0.1f;
     c.momentum = 0.9f;
-    auto opt = make_optimizer(c, 3);
-    std::vector<float> p = {1.0f, 2.0f, 3.0f};
-    opt->step(p, g1);
-    opt->step(p, g2);
+    const std::vector<float> p = two_steps(c, g1, g2);
     for (std::size_t i = 0; i < 3; ++i) {
       const float v1 = g1[i], v2 = 0.9f * v1 + g2[i];
       CHECK(p[i] == Approx(static_cast<float>(i + 1) - 0.1f * v1 - 0.1f * v2));
@@ -100,10 +108,7 @@ TEST_CASE("optimizers follow their formulas and resume exactly from saved state"
     OptimizerConfig c;
     c.name = "adam";
     c.lr = 0.01f;
-    auto opt = make_optimizer(c, 3);
-    std::vector<float> p = {1.0f, 2.0f, 3.0f};
-    opt->step(p, g1);
-    opt->step(p, g2);
+    const std::vector<float> p = two_steps(c, g1, g2);
     for (std::size_t i = 0; i < 3; ++i) {
       double m = 0, v = 0, q = static_cast<double>(i + 1);
       for (int t = 1; t <= 2; ++t) {
