@@ -8,6 +8,13 @@
 
 namespace examples {
 
+std::vector<int> layer_widths(int dim, const std::vector<int>& hidden, int classes) {
+  std::vector<int> w{dim};
+  w.insert(w.end(), hidden.begin(), hidden.end());
+  w.push_back(classes);
+  return w;
+}
+
 Mlp::Mlp(std::vector<int> widths, uint64_t seed) : widths_(std::move(widths)) {
   if (widths_.size() < 2 || std::any_of(widths_.begin(), widths_.end(), [](int w) { return w <= 0; })) {
     throw std::invalid_argument("Mlp: need at least an input and an output width, all > 0");

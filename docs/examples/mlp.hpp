@@ -22,6 +22,9 @@ struct TensorSlice {
   std::size_t count = 0;
 };
 
+/// {dim, hidden..., classes}: the widths of a classifier for `dim` inputs and `classes` classes.
+std::vector<int> layer_widths(int dim, const std::vector<int>& hidden, int classes);
+
 class Mlp {
  public:
   /// Layer widths, input first and classes last, e.g. {16, 64, 64, 4}. Weights are drawn from `seed`.

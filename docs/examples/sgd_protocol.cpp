@@ -5,13 +5,6 @@
 
 namespace examples {
 
-std::vector<int> VariantsConfig::widths() const {
-  std::vector<int> w{dim};
-  w.insert(w.end(), hidden.begin(), hidden.end());
-  w.push_back(classes);
-  return w;
-}
-
 const char* to_string(Variant v) {
   switch (v) {
     case Variant::kFullySync: return "fully-sync";

@@ -19,6 +19,8 @@
 
 #include <dcomm/dcomm.hpp>
 
+#include "mlp.hpp"
+
 namespace examples {
 
 enum class Variant { kFullySync, kKSync, kKBatchSync, kAsync, kKAsync, kKBatchAsync };
@@ -52,7 +54,7 @@ struct VariantsConfig {
   double slow_ms = 0;
   dcomm::Duration timeout = std::chrono::seconds(60);
 
-  std::vector<int> widths() const;
+  std::vector<int> widths() const { return layer_widths(dim, hidden, classes); }
   int batches_per_epoch() const { return std::max(1, static_cast<int>(samples / static_cast<std::size_t>(batch))); }
 };
 

@@ -6,13 +6,6 @@
 
 namespace examples {
 
-std::vector<int> TrainOptions::widths() const {
-  std::vector<int> w{dim};
-  w.insert(w.end(), hidden.begin(), hidden.end());
-  w.push_back(classes);
-  return w;
-}
-
 TrainOptions parse_train_options(int argc, char** argv) {
   TrainOptions o;
   CLI::App app{"Data-parallel training of a small MLP on a synthetic data set, over dcomm. Launch with dcomm-run."};

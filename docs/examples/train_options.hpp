@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "mlp.hpp"
 #include "optimizer.hpp"
 
 namespace examples {
@@ -28,7 +29,7 @@ struct TrainOptions {
   int log_every = 10;
   bool benchmark = false;               ///< time bucketed against per-tensor all-reduce instead of training
 
-  std::vector<int> widths() const;
+  std::vector<int> widths() const { return layer_widths(dim, hidden, classes); }
 };
 
 /// Parses argv; prints help or the error and exits (0 for --help, 2 for a bad flag) as CLI11 apps do.
