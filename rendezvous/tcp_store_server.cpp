@@ -1,0 +1,105 @@
+// The TCP store's server: one thread running an epoll loop over non-blocking sockets. It never blocks on a
+// client: a get or wait whose keys are missing is parked in the StoreService and answered when a set makes it
+// complete. A client that misbehaves (garbage, oversize frame, wrong secret, disconnect mid-request) is dropped
+// with a warning naming it; every other client and every key is unaffected.
+
+#include <dcomm/error.hpp>
+#include <dcomm/store.hpp>
+
+#include "common/log.hpp"
+#include "rendezvous/protocol.hpp"
+#include "rendezvous/secret.hpp"
+#include "rendezvous/server_loop.hpp"
+#include "rendezvous/socket.hpp"
+
+#include <fmt/format.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <mutex>
+#include <thread>
+
+namespace dcomm {
+namespace {
+
+using rdzv::Fd;
+
+Fd bind_listener(const std::string& host, uint16_t port) {
+  std::string where = fmt::format("{}:{}", host.empty() ? "*" : host, port);
+  std::string error;
+  auto addrs = rdzv::resolve(host, port, /*passive=*/true, &error);
+  if (addrs.empty()) throw InvalidUsageError(fmt::format("TCP store server: cannot bind {}: {}", where, error));
+  int last_err = 0;
+  for (const auto& a : addrs) {
+    Fd fd(::socket(a.family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    if (!fd.valid()) {
+      last_err = errno;
+      continue;
+    }
+    int one = 1;
+    // A restarted job must be able to rebind the port while the old connections sit in TIME_WAIT.
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&a.addr), a.len) != 0 || ::listen(fd.get(), SOMAXCONN) != 0) {
+      last_err = errno;
+      continue;
+    }
+    return fd;
+  }
+  throw SystemError(fmt::format("TCP store server: cannot listen on {} (is another dcomm-run or store already using "
+                                "port {}? choose another with MASTER_PORT, or port 0 for a free one)",
+                                where, port),
+                    last_err);
+}
+
+uint16_t bound_port(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) throw SystemError("getsockname", errno);
+  if (ss.ss_family == AF_INET6) return ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
+  return ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+}
+
+class TcpStoreServerImpl final : public TcpStoreServer {
+ public:
+  TcpStoreServerImpl(const std::string& host, uint16_t port, const TcpStoreOptions& opts)
+      : host_(host), listener_(bind_listener(host, port)), port_(bound_port(listener_.get())) {
+    rdzv::ServerLoop::Config config{rdzv::tcp_url(host.empty() ? "0.0.0.0" : host, port_),
+                                    rdzv::resolve_secret(opts.secret), opts.max_key_bytes, opts.max_value_bytes};
+    loop_ = std::make_unique<rdzv::ServerLoop>(std::move(config), std::move(listener_));
+    thread_ = std::thread([this] { loop_->run(); });
+    DCOMM_INFO("TCP store server listening on {}", loop_->url());
+  }
+  ~TcpStoreServerImpl() override { stop(); }
+
+  uint16_t port() const override { return port_; }
+  std::string host() const override { return host_; }
+  void stop() override {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    if (!thread_.joinable()) return;
+    loop_->request_stop();
+    thread_.join();
+  }
+
+ private:
+  std::string host_;
+  Fd listener_;
+  uint16_t port_;
+  std::unique_ptr<rdzv::ServerLoop> loop_;
+  std::thread thread_;
+  std::mutex stop_mu_;
+};
+
+}  // namespace
+
+std::unique_ptr<TcpStoreServer> start_tcp_store_server(const std::string& bind_host, uint16_t port,
+                                                       const TcpStoreOptions& opts) {
+  if (opts.max_key_bytes == 0 || opts.max_value_bytes > (std::size_t{1} << 31)) {
+    throw InvalidUsageError(fmt::format("start_tcp_store_server: max_key_bytes {} must be > 0 and max_value_bytes {} "
+                                        "at most 2 GiB (frames carry 32-bit lengths)",
+                                        opts.max_key_bytes, opts.max_value_bytes));
+  }
+  return std::make_unique<TcpStoreServerImpl>(bind_host, port, opts);
+}
+
+}  // namespace dcomm

@@ -1,0 +1,249 @@
+#!/usr/bin/env python3
+"""dcomm-run's tests: each case runs the launcher on a probe program and checks what it did.
+
+usage: launcher_tests.py DCOMM_RUN PROBE CASE    (CASE is one of the functions named case_*)
+Exits 0 when the case passes, 1 with a message when it fails.
+"""
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+# Generous bounds: the machine running the tests may be a loaded 2-core box.
+RUN_TIMEOUT_S = 60
+PROMPT_STOP_S = 30
+
+ENV_NAMES = ["RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK", "MASTER_ADDR",
+             "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT", "DCOMM_RANK", "DCOMM_WORLD_SIZE", "DCOMM_LOCAL_RANK",
+             "DCOMM_LOCAL_WORLD_SIZE", "DCOMM_NODE_RANK", "DCOMM_NODE_COUNT", "DCOMM_MASTER_ADDR",
+             "DCOMM_MASTER_PORT", "DCOMM_STORE_HOSTED", "DCOMM_RUN_ID", "DCOMM_RESTART_COUNT", "DCOMM_HOST_ID"]
+
+
+class CaseFailed(Exception):
+    pass
+
+
+def check(cond, what, result=None):
+    if not cond:
+        detail = ""
+        if result is not None:
+            detail = f"\n--- exit {result.returncode}\n--- stdout:\n{result.stdout}\n--- stderr:\n{result.stderr}"
+        raise CaseFailed(what + detail)
+
+
+def run(args, timeout=RUN_TIMEOUT_S, env=None):
+    start = time.monotonic()
+    r = subprocess.run([DCOMM_RUN] + args, capture_output=True, text=True, timeout=timeout, env=env)
+    r.elapsed = time.monotonic() - start
+    return r
+
+
+def rank_lines(text, rank):
+    prefix = f"[rank {rank}]: "
+    return [line[len(prefix):] for line in text.splitlines() if line.startswith(prefix)]
+
+
+def parse_env(stdout, rank):
+    env = {}
+    for line in rank_lines(stdout, rank):
+        m = re.fullmatch(r"ENV (\w+)=(.*)", line)
+        if m:
+            env[m.group(1)] = m.group(2)
+    return env
+
+
+def check_env(r, nproc, nnodes=1, node_rank=0, host_id=None, restart=0, ranks=None):
+    """Checks every variable dcomm-run exports for the ranks of one node; returns the run id."""
+    check(r.returncode == 0, "dcomm-run failed", r)
+    world = nproc * nnodes
+    run_ids, ports = set(), set()
+    for local in range(nproc):
+        rank = node_rank * nproc + local
+        env = parse_env(r.stdout, rank)
+        check(set(env) == set(ENV_NAMES), f"rank {rank} printed {sorted(env)}", r)
+        expect = {"RANK": rank, "WORLD_SIZE": world, "LOCAL_RANK": local, "LOCAL_WORLD_SIZE": nproc,
+                  "GROUP_RANK": node_rank, "NODE_RANK": node_rank, "TORCHELASTIC_RESTART_COUNT": restart,
+                  "DCOMM_RANK": rank, "DCOMM_WORLD_SIZE": world, "DCOMM_LOCAL_RANK": local,
+                  "DCOMM_LOCAL_WORLD_SIZE": nproc, "DCOMM_NODE_RANK": node_rank, "DCOMM_NODE_COUNT": nnodes,
+                  "DCOMM_STORE_HOSTED": 0, "DCOMM_RESTART_COUNT": restart,
+                  "DCOMM_HOST_ID": host_id if host_id is not None else "<unset>"}
+        for name, value in expect.items():
+            check(env[name] == str(value), f"rank {rank}: {name}={env[name]}, expected {value}", r)
+        check(env["MASTER_ADDR"] == env["DCOMM_MASTER_ADDR"] and env["MASTER_ADDR"], f"rank {rank}: addresses", r)
+        check(env["MASTER_PORT"] == env["DCOMM_MASTER_PORT"] and 0 < int(env["MASTER_PORT"]) < 65536,
+              f"rank {rank}: ports", r)
+        check(re.fullmatch(r"[0-9a-f]{16}", env["DCOMM_RUN_ID"]), f"rank {rank}: run id {env['DCOMM_RUN_ID']}", r)
+        run_ids.add(env["DCOMM_RUN_ID"])
+        ports.add((env["MASTER_ADDR"], env["MASTER_PORT"]))
+    check(len(run_ids) == 1 and len(ports) == 1, f"ranks disagree: run ids {run_ids}, stores {ports}", r)
+    return run_ids.pop()
+
+
+def case_env_1():
+    env = dict(os.environ)
+    env.pop("DCOMM_HOST_ID", None)
+    env["DCOMM_STORE_HOSTED"] = "0"  # an outer value must not leak through
+    check_env(run(["--nproc-per-node", "1", "--", PROBE, "env"], env=env), 1)
+
+
+def case_env_3():
+    r = run(["--nproc-per-node", "3", "--host-id", "box-7", "--", PROBE, "env"])
+    check_env(r, 3, host_id="box-7")
+    r2 = run(["--nproc-per-node", "3", "--host-id", "box-7", "--", PROBE, "env"])
+    check(check_env(r2, 3, host_id="box-7") != check_env(r, 3, host_id="box-7"), "two launches share a run id")
+
+
+def case_env_4():
+    r = run(["--standalone", "--nproc-per-node", "4", "--", PROBE, "env"])
+    check_env(r, 4)
+    check(parse_env(r.stdout, 0)["MASTER_ADDR"] == "127.0.0.1", "--standalone uses 127.0.0.1", r)
+
+
+def case_output():
+    r = run(["--nproc-per-node", "2", "--", PROBE, "output"])
+    check(r.returncode == 0, "output run failed", r)
+    for rank in range(2):
+        check(rank_lines(r.stdout, rank) == ["alpha", "beta", "no newline"], f"rank {rank} stdout lines", r)
+        check(rank_lines(r.stderr, rank) == ["to stderr"], f"rank {rank} stderr lines", r)
+    check(all(line.startswith("[rank ") for line in r.stdout.splitlines()), "an unprefixed stdout line", r)
+    r = run(["--no-prefix", "--nproc-per-node", "2", "--", PROBE, "output"])
+    check(sorted(r.stdout.splitlines()) == sorted(["alpha", "beta", "no newline"] * 2), "--no-prefix stdout", r)
+    check(r.stderr.splitlines() == ["to stderr"] * 2, "--no-prefix stderr", r)
+
+
+def check_failure(r, rank, status, nproc):
+    check(r.elapsed < PROMPT_STOP_S, f"the other ranks were not stopped promptly ({r.elapsed:.1f} s)", r)
+    lines = [l for l in r.stderr.splitlines() if l.startswith("dcomm-run:")]
+    check(lines and lines[0] == f"dcomm-run: FAILED: 1 of {nproc} ranks failed; root cause first:", "headline", r)
+    m = re.fullmatch(r"dcomm-run:   \[1\] rank (\d+) \(local rank (\d+), node 0, host (\S+), pid (\d+)\): (.*)",
+                     lines[1])
+    check(m and int(m.group(1)) == rank and int(m.group(2)) == rank and m.group(5) == status, "failure line", r)
+    check(f"dcomm-run:         rank {rank} about to fail" in lines, "the failed rank's last stderr line", r)
+    others = ", ".join(str(x) for x in range(nproc) if x != rank)
+    check(lines[-1] == f"dcomm-run: stopped by dcomm-run after the failure: ranks {others}", "stopped ranks", r)
+    for other in range(nproc):
+        if other != rank:
+            check(f"rank {other} got SIGTERM" in rank_lines(r.stdout, other), f"rank {other} saw SIGTERM", r)
+
+
+def case_fail_exit_code():
+    r = run(["--nproc-per-node", "3", "--", PROBE, "fail", "1", "3", "200"])
+    check(r.returncode == 1, "exit code 1 after a rank's exit code 3", r)
+    check_failure(r, 1, "exit code 3", 3)
+
+
+def case_fail_signal():
+    r = run(["--nproc-per-node", "4", "--", PROBE, "signal", "2", str(int(signal.SIGSEGV)), "200"])
+    check(r.returncode == 128 + signal.SIGSEGV, "exit code 128 + SIGSEGV", r)
+    check_failure(r, 2, f"signal {int(signal.SIGSEGV)} SIGSEGV (Segmentation fault)", 4)
+
+
+def start_and_wait_ready(args, nproc):
+    p = subprocess.Popen([DCOMM_RUN] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    ready = 0
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while ready < nproc and time.monotonic() < deadline:
+        line = p.stdout.readline()
+        if not line:
+            break
+        ready += line.endswith("]: ready\n")
+    return p, ready
+
+
+def case_sigterm_forwarded():
+    p, ready = start_and_wait_ready(["--nproc-per-node", "3", "--", PROBE, "sleep"], 3)
+    check(ready == 3, f"only {ready} of 3 ranks started")
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=PROMPT_STOP_S)
+    for rank in range(3):
+        check(f"[rank {rank}]: rank {rank} got SIGTERM" in out, f"rank {rank} did not get SIGTERM:\n{out}\n{err}")
+    check(p.returncode == 128 + signal.SIGTERM, f"exit code {p.returncode}, expected 143:\n{err}")
+    check("dcomm-run: received SIGTERM (Terminated); stopped 3 rank(s)" in err, f"the closing line:\n{err}")
+
+
+def case_grace_then_kill():
+    p, ready = start_and_wait_ready(["--nproc-per-node", "2", "--grace-period", "0.5", "--", PROBE, "sleep-ignore"],
+                                    2)
+    check(ready == 2, f"only {ready} of 2 ranks started")
+    start = time.monotonic()
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=PROMPT_STOP_S)
+    check(p.returncode == 128 + signal.SIGINT, f"exit code {p.returncode}, expected 130:\n{err}")
+    elapsed = time.monotonic() - start
+    check(0.5 <= elapsed < PROMPT_STOP_S, f"ranks that ignore SIGINT were killed after {elapsed:.1f} s, not after "
+          "the 0.5 s grace period")
+
+
+def case_restart():
+    args = ["--nproc-per-node", "3", "--", PROBE, "fail-first-round", "1", "3"]
+    r = run(["--max-restarts", "2"] + args)
+    check(r.returncode == 0, "the second round should succeed", r)
+    check("dcomm-run: rank 1 failed (exit code 3); restarting the group (restart 1 of 2)" in r.stderr.splitlines(),
+          "the restart line", r)
+    for rank in range(3):
+        check("round 1 done" in rank_lines(r.stdout, rank), f"rank {rank} ran round 1", r)
+    r = run(args)
+    check(r.returncode == 1 and "restarting" not in r.stderr, "without --max-restarts the run fails", r)
+
+
+def case_grandchildren_stopped():
+    r = run(["--nproc-per-node", "2", "--grace-period", "1", "--", PROBE, "grandchild", "1", "3", "300"])
+    check(r.returncode == 1, "rank 1's exit code 3 fails the run", r)
+    pids = [int(m) for m in re.findall(r"grandchild (\d+)", r.stdout)]
+    check(len(pids) == 2, "both ranks started a grandchild", r)
+    deadline = time.monotonic() + PROMPT_STOP_S
+    alive = pids
+    while alive and time.monotonic() < deadline:
+        alive = [pid for pid in pids if os.path.exists(f"/proc/{pid}") and
+                 open(f"/proc/{pid}/stat").read().split(")")[-1].split()[0] != "Z"]
+        time.sleep(0.1)
+    check(not alive, f"grandchildren {alive} outlived the run", r)
+
+
+BAD_COMMAND_LINES = [
+    ["--nproc-per-node", "2"],                                    # no program
+    ["--nproc-per-node", "2", "--"],                              # no program after --
+    ["--nproc-per-node", "0", "--", "true"],
+    ["--nproc-per-node", "-1", "--", "true"],
+    ["--nproc-per-node", "two", "--", "true"],
+    ["--", "true"],                                               # --nproc-per-node is required
+    ["--nproc-per-node", "1", "--nnodes", "2", "--node-rank", "2", "--", "true"],
+    ["--nproc-per-node", "1", "--nnodes", "2", "--node-rank", "-1", "--", "true"],
+    ["--nproc-per-node", "1", "--nnodes", "0", "--", "true"],
+    ["--nproc-per-node", "1", "--rdzv-endpoint", "nohostport", "--", "true"],
+    ["--nproc-per-node", "1", "--rdzv-endpoint", "host:99999", "--", "true"],
+    ["--nproc-per-node", "1", "--rdzv-endpoint", "host:", "--", "true"],
+    ["--nproc-per-node", "1", "--rdzv-endpoint", "h:1", "--master-port", "5", "--", "true"],
+    ["--nproc-per-node", "1", "--standalone", "--nnodes", "2", "--", "true"],
+    ["--nproc-per-node", "1", "--master-port", "70000", "--", "true"],
+    ["--nproc-per-node", "1", "--nnodes", "2", "--master-port", "0", "--", "true"],
+    ["--nproc-per-node", "1", "--max-restarts", "-1", "--", "true"],
+    ["--nproc-per-node", "1", "--grace-period", "-2", "--", "true"],
+    ["--nproc-per-node", "1", "--bogus", "--", "true"],
+]
+
+
+def case_bad_command_lines():
+    for args in BAD_COMMAND_LINES:
+        r = run(args)
+        lines = r.stderr.splitlines()
+        check(r.returncode == 2 and len(lines) == 1 and lines[0].startswith("dcomm-run: error: ") and not r.stdout,
+              f"dcomm-run {' '.join(args)}: expected exit 2 and one error line", r)
+
+
+def main():
+    global DCOMM_RUN, PROBE
+    DCOMM_RUN, PROBE, case = sys.argv[1], sys.argv[2], sys.argv[3]
+    try:
+        globals()["case_" + case]()
+    except CaseFailed as e:
+        print(f"FAILED {case}: {e}")
+        return 1
+    print(f"passed {case}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,31 @@
+// dcomm-run: a torchrun-like launcher. See docs/launcher.md.
+
+#include <cstdio>
+#include <exception>
+
+#include <dcomm/error.hpp>
+
+#include "tools/run/launcher.hpp"
+#include "tools/run/options.hpp"
+#include "tools/run/signals.hpp"
+#include "tools/run/summary.hpp"
+
+int main(int argc, char** argv) {
+  using namespace dcomm::run;
+  try {
+    // Before anything can start a thread (the store server), so that every thread keeps these signals blocked.
+    SignalWatcher signals;
+    CommandLine cl = parse_command_line(argc, argv);
+    if (cl.show_help) {
+      std::fputs(cl.help.c_str(), stdout);
+      return kExitSuccess;
+    }
+    return run_launcher(cl.options, signals);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "dcomm-run: error: %s\n", e.what());
+    return kExitUsage;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dcomm-run: error: %s\n", e.what());
+    return kExitLauncherError;
+  }
+}

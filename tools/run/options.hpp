@@ -1,0 +1,53 @@
+#pragma once
+// dcomm-run's command line: what to launch, where the store lives, and how to supervise.
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <dcomm/types.hpp>
+
+namespace dcomm::run {
+
+/// The port dcomm-run uses when several nodes meet and none is given (torchrun's default too).
+inline constexpr int kDefaultMasterPort = 29500;
+
+struct LaunchOptions {
+  int nproc_per_node = 1;
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  /// 0: pick a free port (single node only).
+  int master_port = 0;
+  /// Node 0's launcher hosts the store; false when --rdzv-endpoint names a store that already runs.
+  bool host_store = true;
+  bool standalone = false;
+  int max_restarts = 0;
+  Duration grace_period = std::chrono::seconds(5);
+  Duration rdzv_timeout = std::chrono::seconds(300);
+  std::string host_id;
+  bool prefix_output = true;
+  std::vector<std::string> command;  ///< the program and its arguments
+
+  int world_size() const { return nnodes * nproc_per_node; }
+};
+
+/// A bad command line. main() prints it as one "dcomm-run: error: ..." line and exits 2.
+class UsageError : public std::runtime_error {
+ public:
+  explicit UsageError(const std::string& message) : std::runtime_error(message) {}
+};
+
+struct CommandLine {
+  LaunchOptions options;
+  bool show_help = false;
+  std::string help;  ///< the usage text, when show_help
+};
+
+/// Parses and validates argv. Throws UsageError naming the bad option and value.
+CommandLine parse_command_line(int argc, char** argv);
+
+/// Splits "host:port" or "[v6addr]:port"; throws UsageError unless the port is 1..65535.
+void parse_endpoint(const std::string& endpoint, std::string* host, int* port);
+
+}  // namespace dcomm::run

@@ -1,0 +1,97 @@
+#include "tools/run/rank_group.hpp"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include <fmt/format.h>
+
+#include "tools/run/spawn.hpp"
+
+namespace dcomm::run {
+
+void RankGroup::start(const RoundInfo& round) {
+  ranks_.clear();
+  ranks_.reserve(static_cast<std::size_t>(options_.nproc_per_node));
+  const std::vector<std::string> base = current_environment();
+  for (int local = 0; local < options_.nproc_per_node; ++local) {
+    Rank r;
+    r.exit.rank = global_rank(options_, local);
+    r.exit.local_rank = local;
+    r.exit.node_rank = options_.node_rank;
+    r.exit.host = host_;
+    SpawnedProcess p;
+    try {
+      p = spawn_process(options_.command, merge_environment(base, rank_variables(options_, round, local)));
+    } catch (...) {
+      signal_all(SIGKILL, false);
+      for (auto& started : ranks_) {
+        while (::waitpid(started.exit.pid, nullptr, 0) < 0 && errno == EINTR) {
+        }
+        started.running = false;
+      }
+      close_output();
+      throw;
+    }
+    r.exit.pid = p.pid;
+    r.running = true;
+    std::string prefix = options_.prefix_output ? fmt::format("[rank {}]: ", r.exit.rank) : std::string();
+    r.out = std::make_unique<LineForwarder>(p.stdout_fd, STDOUT_FILENO, prefix, 0);
+    r.err = std::make_unique<LineForwarder>(p.stderr_fd, STDERR_FILENO, prefix, kStderrTailLines);
+    ranks_.push_back(std::move(r));
+  }
+}
+
+std::vector<std::size_t> RankGroup::reap() {
+  std::vector<std::size_t> found;
+  for (std::size_t i = 0; i < ranks_.size(); ++i) {
+    Rank& r = ranks_[i];
+    if (!r.running) continue;
+    int status = 0;
+    pid_t got = ::waitpid(r.exit.pid, &status, WNOHANG);
+    if (got == 0 || (got < 0 && errno == EINTR)) continue;
+    r.running = false;
+    if (got < 0) {  // cannot happen for our own child; record it as a failure rather than loop forever
+      r.exit.code = kExitLauncherError;
+    } else if (WIFSIGNALED(status)) {
+      r.exit.signaled = true;
+      r.exit.code = WTERMSIG(status);
+    } else {
+      r.exit.code = WEXITSTATUS(status);
+    }
+    found.push_back(i);
+  }
+  return found;
+}
+
+void RankGroup::signal_all(int sig, bool mark_stopped) {
+  for (auto& r : ranks_) {
+    if (mark_stopped && r.running) r.exit.stopped = true;
+    signal_process_group(r.exit.pid, sig);
+  }
+}
+
+bool RankGroup::any_running() const {
+  for (const auto& r : ranks_) {
+    if (r.running) return true;
+  }
+  return false;
+}
+
+bool RankGroup::any_output_open() const {
+  for (const auto& r : ranks_) {
+    if (r.out->is_open() || r.err->is_open()) return true;
+  }
+  return false;
+}
+
+void RankGroup::close_output() {
+  for (auto& r : ranks_) {
+    r.out->close();
+    r.err->close();
+  }
+}
+
+}  // namespace dcomm::run

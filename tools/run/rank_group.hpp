@@ -1,0 +1,51 @@
+#pragma once
+// This node's ranks for one round: starting them, forwarding their output, reaping them, and signalling their
+// process groups.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tools/run/output_pump.hpp"
+#include "tools/run/rank_env.hpp"
+#include "tools/run/summary.hpp"
+
+namespace dcomm::run {
+
+class RankGroup {
+ public:
+  /// Lines of each rank's stderr kept for the failure summary.
+  static constexpr std::size_t kStderrTailLines = 10;
+
+  RankGroup(const LaunchOptions& o, std::string host) : options_(o), host_(std::move(host)) {}
+
+  /// Starts every local rank. If one cannot start, those already started are killed and the SystemError
+  /// naming the program is rethrown.
+  void start(const RoundInfo& round);
+
+  struct Rank {
+    RankExit exit;  ///< identity from the start; status once reaped
+    bool running = false;
+    std::unique_ptr<LineForwarder> out;
+    std::unique_ptr<LineForwarder> err;
+  };
+  std::vector<Rank>& ranks() { return ranks_; }
+
+  /// Reaps ranks that have exited (never blocks); returns their indices in the order found.
+  std::vector<std::size_t> reap();
+  /// Sends sig to the process group of every rank started this round (exited ranks' groups too, to reach
+  /// grandchildren they left behind). Ranks still running are marked as stopped by dcomm-run when `mark_stopped`.
+  void signal_all(int sig, bool mark_stopped);
+  bool any_running() const;
+  /// Whether any output pipe is still open.
+  bool any_output_open() const;
+  /// Closes every output pipe after forwarding what is in it.
+  void close_output();
+
+ private:
+  const LaunchOptions& options_;
+  std::string host_;
+  std::vector<Rank> ranks_;
+};
+
+}  // namespace dcomm::run

@@ -1,0 +1,164 @@
+#include "tools/run/supervisor.hpp"
+
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include <dcomm/error.hpp>
+
+#include "common/deadline.hpp"
+
+namespace dcomm::run {
+
+struct Supervisor::State {
+  int round = 0;
+  RankGroup group;
+  RoundResult result;
+  bool stopping = false;
+  bool killed = false;
+  bool reported_success = false;
+  Clock::time_point kill_at{};
+  Clock::time_point next_link_poll{};
+  Clock::time_point drain_until = Clock::time_point::max();
+  State(const LaunchOptions& o, const std::string& host) : group(o, host) {}
+};
+
+void Supervisor::begin_stop(State& s, int sig) {
+  s.group.signal_all(sig, true);
+  if (s.stopping) return;
+  s.stopping = true;
+  s.kill_at = Clock::now() + options_.grace_period;
+}
+
+void Supervisor::record_failure(State& s, const RankExit& e) {
+  if (s.result.outcome == RoundResult::Outcome::kSucceeded) s.result.outcome = RoundResult::Outcome::kFailed;
+  if (link_ != nullptr && s.result.failures.empty() && s.result.outcome != RoundResult::Outcome::kLinkLost) {
+    try {
+      RankExit first = link_->report_failure(s.round, e);
+      // Another node failed first: its failure is the root cause, ours follows.
+      if (first.node_rank != e.node_rank || first.rank != e.rank) s.result.failures.push_back(first);
+    } catch (const Error& err) {
+      s.result.link_error = err.what();
+    }
+  }
+  s.result.failures.push_back(e);
+}
+
+void Supervisor::handle_signals(State& s) {
+  for (int sig : signals_.drain()) {
+    if (!is_forwarded_signal(sig)) continue;  // SIGCHLD: handle_exits() reaps
+    if (s.result.signal != 0) {
+      // A second signal: the user wants out now.
+      s.group.signal_all(SIGKILL, true);
+      s.killed = true;
+      continue;
+    }
+    s.result.signal = sig;
+    if (s.result.outcome == RoundResult::Outcome::kSucceeded) s.result.outcome = RoundResult::Outcome::kInterrupted;
+    if (link_ != nullptr && s.result.failures.empty()) {
+      RankExit self;
+      self.node_rank = options_.node_rank;
+      self.host = host_;
+      self.pid = ::getpid();
+      self.signaled = true;
+      self.code = sig;
+      try {
+        link_->report_failure(s.round, self);
+      } catch (const Error&) {
+        // The other nodes will see the store (or this node) go away instead.
+      }
+    }
+    begin_stop(s, sig);
+  }
+}
+
+void Supervisor::handle_exits(State& s) {
+  for (std::size_t i : s.group.reap()) {
+    RankGroup::Rank& r = s.group.ranks()[i];
+    r.exit.stderr_tail = r.err->tail();
+    if (r.exit.stopped) {
+      s.result.stopped.push_back(r.exit);
+    } else if (r.exit.failed()) {
+      record_failure(s, r.exit);
+      begin_stop(s, SIGTERM);
+    }
+  }
+  if (!s.group.any_running() && s.drain_until == Clock::time_point::max()) {
+    s.drain_until = Clock::now() + kDrainTimeout;
+  }
+}
+
+void Supervisor::poll_link(State& s) {
+  if (link_ == nullptr || Clock::now() < s.next_link_poll || !s.result.link_error.empty()) return;
+  s.next_link_poll = Clock::now() + kLinkPollInterval;
+  try {
+    if (!s.stopping) {
+      if (auto remote = link_->first_failure(s.round)) {
+        record_failure(s, *remote);
+        begin_stop(s, SIGTERM);
+      }
+    }
+  } catch (const Error& err) {
+    s.result.link_error = err.what();
+    if (s.result.outcome == RoundResult::Outcome::kSucceeded) s.result.outcome = RoundResult::Outcome::kLinkLost;
+    begin_stop(s, SIGTERM);
+  }
+}
+
+RoundResult Supervisor::run_round(const RoundInfo& round) {
+  State s(options_, host_);
+  s.round = round.restart_count;
+  s.group.start(round);
+  bool others_done = link_ == nullptr;
+  while (true) {
+    handle_signals(s);
+    handle_exits(s);
+    poll_link(s);
+    // After the grace period, SIGKILL also reaches grandchildren that outlived their rank and hold its pipes.
+    const bool anything_left = s.group.any_running() || s.group.any_output_open();
+    if (s.stopping && !s.killed && anything_left && Clock::now() >= s.kill_at) {
+      s.group.signal_all(SIGKILL, true);
+      s.killed = true;
+    }
+    const bool local_done = !s.group.any_running() && (!s.group.any_output_open() || Clock::now() >= s.drain_until);
+    if (local_done && link_ != nullptr && !s.stopping && s.result.link_error.empty()) {
+      try {
+        if (!s.reported_success) {
+          link_->report_success(s.round);
+          s.reported_success = true;
+        }
+        others_done = link_->all_succeeded(s.round);
+      } catch (const Error& err) {
+        s.result.link_error = err.what();
+        s.result.outcome = RoundResult::Outcome::kLinkLost;
+      }
+    }
+    if (local_done && (others_done || s.stopping || !s.result.link_error.empty())) break;
+
+    std::vector<pollfd> fds{{signals_.fd(), POLLIN, 0}};
+    for (auto& r : s.group.ranks()) {
+      for (auto* f : {r.out.get(), r.err.get()}) {
+        if (f->is_open()) fds.push_back({f->fd(), POLLIN, 0});
+      }
+    }
+    Duration wait = link_ != nullptr ? kLinkPollInterval : kDrainTimeout;
+    auto until = [&](Clock::time_point t) {
+      wait = std::min(wait, std::chrono::duration_cast<Duration>(t - Clock::now()) + Duration(1));
+    };
+    if (s.stopping && !s.killed) until(s.kill_at);
+    if (!s.group.any_running()) until(s.drain_until);
+    ::poll(fds.data(), fds.size(), static_cast<int>(std::max(wait, Duration(0)).count()));
+    // One read per pipe per pass, so a chatty rank cannot starve the others.
+    for (auto& r : s.group.ranks()) {
+      r.out->pump();
+      r.err->pump();
+    }
+  }
+  s.group.close_output();
+  if (s.stopping) s.group.signal_all(SIGKILL, false);  // grandchildren left in the ranks' groups
+  return std::move(s.result);
+}
+
+}  // namespace dcomm::run

@@ -1,0 +1,55 @@
+#pragma once
+// One round of this node's ranks: start them, forward their output, watch for exits, signals and other nodes'
+// failures, and stop everyone (SIGTERM, the grace period, SIGKILL) on the first failure.
+
+#include <string>
+#include <vector>
+
+#include "tools/run/node_link.hpp"
+#include "tools/run/rank_group.hpp"
+#include "tools/run/signals.hpp"
+
+namespace dcomm::run {
+
+struct RoundResult {
+  enum class Outcome {
+    kSucceeded,    ///< every rank (of every node) exited with 0
+    kFailed,       ///< a rank failed here or on another node; `failures` has the root cause first
+    kInterrupted,  ///< dcomm-run received `signal` and forwarded it
+    kLinkLost,     ///< the store went away (node 0's launcher exited?); `link_error` says what failed
+  };
+  Outcome outcome = Outcome::kSucceeded;
+  std::vector<RankExit> failures;
+  std::vector<RankExit> stopped;
+  int signal = 0;
+  std::string link_error;
+};
+
+class Supervisor {
+ public:
+  /// How often the other nodes are asked about failures.
+  static constexpr Duration kLinkPollInterval = std::chrono::milliseconds(100);
+  /// How long output pipes may stay open after every rank exited (a grandchild can hold them).
+  static constexpr Duration kDrainTimeout = std::chrono::seconds(2);
+
+  Supervisor(const LaunchOptions& o, SignalWatcher& signals, NodeLink* link, std::string host)
+      : options_(o), signals_(signals), link_(link), host_(std::move(host)) {}
+
+  /// Runs one round to its end. Throws dcomm::SystemError when the program cannot be started.
+  RoundResult run_round(const RoundInfo& round);
+
+ private:
+  struct State;
+  void handle_signals(State& s);
+  void handle_exits(State& s);
+  void poll_link(State& s);
+  void begin_stop(State& s, int sig);
+  void record_failure(State& s, const RankExit& e);
+
+  const LaunchOptions& options_;
+  SignalWatcher& signals_;
+  NodeLink* link_;
+  std::string host_;
+};
+
+}  // namespace dcomm::run
