@@ -46,7 +46,7 @@ bool straggle(double ms, ModelInbox& inbox) {
   const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double, std::milli>(ms);
   while (std::chrono::steady_clock::now() < end) {
     if (inbox.arrived()) return true;
-    std::this_thread::sleep_for(std::min(std::chrono::duration<double, std::milli>(0.5),
+    std::this_thread::sleep_for(std::min(std::chrono::duration<double, std::milli>(0.25),
                                          std::chrono::duration<double, std::milli>(end - std::chrono::steady_clock::now())));
   }
   return inbox.arrived();

@@ -55,14 +55,14 @@ void SendQueue::wait_all(dcomm::Duration timeout) {
 }
 
 void poll_pause(unsigned* polls) {
-  // Yield for the first polls (a message is often just about to land), then sleep with growing pauses so that a
+  // Yield for the first polls (a message is often just about to land), then sleep with growing pauses (up to 256 us) so that a
   // waiting rank leaves the cores to the ranks that compute.
   ++*polls;
   if (*polls < 16) {
     std::this_thread::yield();
     return;
   }
-  const unsigned shift = std::min(*polls - 16, 5u);
+  const unsigned shift = std::min(*polls - 16, 3u);  // at most 256 us: a late wake-up delays the whole round
   std::this_thread::sleep_for(std::chrono::microseconds(32u << shift));
 }
 

@@ -48,8 +48,8 @@ struct VariantsConfig {
   int classes = 4;
   float lr = 0.2f;
   uint64_t seed = 1;
-  double compute_ms = 2;          ///< fixed time every mini-batch takes, on top of the real computation
-  double straggler_mean_ms = 10;  ///< plus an exponential delay with this mean (0: none)
+  double compute_ms = 1;          ///< fixed time every mini-batch takes, on top of the real computation
+  double straggler_mean_ms = 20;  ///< plus an exponential delay with this mean (0: none)
   int slow_learner = -1;          ///< this learner (1..P) is slower by slow_ms per mini-batch (-1: none)
   double slow_ms = 0;
   dcomm::Duration timeout = std::chrono::seconds(60);
@@ -108,7 +108,7 @@ class SendQueue {
 void poll_pause(unsigned* polls);
 [[noreturn]] void throw_poll_timeout(const std::string& what, dcomm::Duration timeout);
 
-/// Polls `done` with growing sleeps (a few microseconds up to 1 ms) until it returns true; throws
+/// Polls `done` with growing sleeps (a few microseconds up to 256 us) until it returns true; throws
 /// dcomm::TimeoutError naming `what` once `timeout` has passed.
 template <typename Done>
 void poll_until(Done done, dcomm::Duration timeout, const std::string& what) {

@@ -3,7 +3,7 @@
 // delays. For each variant the PS reports the time per epoch and the final loss; under stragglers the expected
 // ordering of time per epoch is K-batch-sync < K-sync < fully-sync.
 //
-//   dcomm-run --nproc-per-node 4 -- sgd_variants --k 2 --epochs 3 --straggler-mean-ms 10
+//   dcomm-run --nproc-per-node 4 -- sgd_variants --k 2 --epochs 3 --straggler-mean-ms 20
 //
 // What makes the variants expressible: receives from any source (the PS takes whichever learner is first),
 // cancellation of posted receives (K-sync withdraws the receives of the P-K slowest), and tags that carry the

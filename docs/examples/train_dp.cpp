@@ -96,7 +96,10 @@ int train(dcomm::ProcessGroup& group, const TrainOptions& o) {
     }
     if (o.ckpt_every > 0 && next % o.ckpt_every == 0) {
       const std::string path = trainer.save_snapshot();
-      if (leader) std::printf("snapshot %s\n", path.c_str());
+      if (leader) {
+        std::printf("snapshot %s\n", path.c_str());
+        std::fflush(stdout);  // a rank killed later must not take this line with it
+      }
     }
   }
 
