@@ -100,7 +100,8 @@ def case_kill_and_resume_3():
 
 
 def case_sgd_variants_4():
-    r = launch(4, ["--k", "2", "--epochs", "2", "--compute-ms", "1", "--straggler-mean-ms", "15"])
+    r = launch(4, ["--k", "2", "--epochs", "2", "--straggler-mean-ms", "10", "--slow-learner", "3",
+                   "--slow-ms", "30"])
     check(r.returncode == 0, "sgd_variants failed (or the loss did not fall for some variant)", r)
     out = rank_lines(r.stdout, 0)
     for name in ["fully-sync", "K-sync", "K-batch-sync", "async", "K-async", "K-batch-async"]:
