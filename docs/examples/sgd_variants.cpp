@@ -85,7 +85,9 @@ void print_results(const std::vector<VariantResult>& results, const VariantsConf
     const bool expected = kbs < ks && ks < fs;
     std::printf("ordering (time per epoch): K-batch-sync %.1f ms %s K-sync %.1f ms %s fully-sync %.1f ms: %s\n", kbs,
                 kbs < ks ? "<" : ">=", ks, ks < fs ? "<" : ">=", fs,
-                expected ? "as expected under stragglers" : "NOT the expected order (too few stragglers, or a busy machine)");
+                expected                  ? "as expected under stragglers"
+                : c.k == learners ? "K = P: K-sync is fully-sync, and equal times are expected"
+                                  : "NOT the expected order (too few stragglers, or a busy machine)");
   }
   std::fflush(stdout);
 }

@@ -80,15 +80,16 @@ int train(dcomm::ProcessGroup& group, const TrainOptions& o) {
   }
   if (o.benchmark) return run_benchmark(group, trainer, o);
 
-  const int kill_rank = o.kill_rank >= 0 ? o.kill_rank : group.size() - 1;
+  const int fault_rank = o.fault_rank >= 0 ? o.fault_rank : group.size() - 1;
   while (trainer.steps_done() < o.steps) {
     const int64_t next = trainer.steps_done() + 1;
-    if (next == o.kill_at_step && group.rank() == kill_rank && restart_count() == 0) {
+    if (next == o.kill_at_step && group.rank() == fault_rank && restart_count() == 0) {
       std::printf("rank %d: killing myself at step %lld (--kill-at-step)\n", group.rank(), static_cast<long long>(next));
       std::fflush(stdout);
       std::raise(SIGKILL);
     }
     const double loss = trainer.step(o.bucketing);
+    if (next == o.corrupt_at_step && group.rank() == fault_rank) trainer.corrupt_weights();
     trainer.check_replicas_identical();
     if (leader && (next == 1 || next % o.log_every == 0 || next == o.steps)) {
       std::printf("step %5lld  loss %.6f\n", static_cast<long long>(next), loss);

@@ -28,7 +28,9 @@ TrainOptions parse_train_options(int argc, char** argv) {
   app.add_option("--ckpt-every", o.ckpt_every, "write a snapshot every N steps (0: never)")->check(CLI::NonNegativeNumber);
   app.add_option("--ckpt-dir", o.ckpt_dir, "snapshot directory; the run resumes from the newest snapshot in it");
   app.add_option("--kill-at-step", o.kill_at_step, "one rank SIGKILLs itself at this step on the first round only");
-  app.add_option("--kill-rank", o.kill_rank, "the rank --kill-at-step kills (default: the last)");
+  app.add_option("--corrupt-at-step", o.corrupt_at_step,
+                 "one rank flips a bit of its weights after this step, to show the replica check fail");
+  app.add_option("--fault-rank", o.fault_rank, "the rank --kill-at-step and --corrupt-at-step hit (default: the last)");
   app.add_option("--log-every", o.log_every, "print the loss every N steps")->check(CLI::PositiveNumber);
   app.add_flag("--benchmark", o.benchmark, "time bucketed against per-tensor gradient all-reduce");
   try {

@@ -25,7 +25,8 @@ struct TrainOptions {
   int ckpt_every = 0;                   ///< 0: no snapshots
   std::string ckpt_dir;
   int kill_at_step = -1;                ///< -1: never
-  int kill_rank = -1;                   ///< -1: the last rank
+  int corrupt_at_step = -1;             ///< -1: never
+  int fault_rank = -1;                  ///< the rank the two faults hit; -1: the last rank
   int log_every = 10;
   bool benchmark = false;               ///< time bucketed against per-tensor all-reduce instead of training
 

@@ -1,6 +1,7 @@
 #include "trainer.hpp"
 
 #include <cstdio>
+#include <cstring>
 #include <stdexcept>
 
 #include "checkpoint.hpp"
@@ -51,6 +52,13 @@ double Trainer::step(bool bucketing) {
 
   group_.all_reduce(dcomm::Buffer(&loss, 1), dcomm::Reduction{dcomm::ReduceOp::kAvg});
   return loss;
+}
+
+void Trainer::corrupt_weights() {
+  uint32_t bits;
+  std::memcpy(&bits, model_.params().data(), sizeof(bits));
+  bits ^= 1u;
+  std::memcpy(model_.params().data(), &bits, sizeof(bits));
 }
 
 std::vector<uint8_t> Trainer::optimizer_state() const {

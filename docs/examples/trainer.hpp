@@ -38,6 +38,9 @@ class Trainer {
   /// Rank 0 writes an atomic snapshot of the state after step(); other ranks do nothing. Returns the path on rank 0.
   std::string save_snapshot();
 
+  /// Flips the lowest bit of one weight: a replica gone wrong, for showing that the check catches it.
+  void corrupt_weights();
+
   int64_t steps_done() const { return steps_done_; }
   /// FNV-1a of the weights, the optimizer state and the sampler's RNG state.
   uint64_t fingerprint() const;

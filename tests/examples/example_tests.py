@@ -68,6 +68,14 @@ def case_train_adam_3_per_tensor():
     check_training(launch(3, ["--steps", "60", "--optimizer", "adam", "--no-bucketing", "--log-every", "20"]))
 
 
+def case_divergence_detected_3():
+    """A replica that differs by one bit must stop the run on every rank, naming the step."""
+    r = launch(3, ["--steps", "10", "--corrupt-at-step", "4", "--fault-rank", "1"])
+    check(r.returncode != 0, "a run with a corrupted replica must fail", r)
+    check("replicas diverged after step 4" in r.stderr, "the error names the step", r)
+    check(not any(line.startswith("step     5") for line in rank_lines(r.stdout, 0)), "no step after the check", r)
+
+
 def case_benchmark_3():
     r = launch(3, ["--benchmark", "--steps", "5", "--hidden", "128,128", "--bucket-bytes", "32768"])
     check(r.returncode == 0, "the benchmark failed", r)
