@@ -85,7 +85,8 @@ void Trainer::check_replicas_identical() {
     char msg[256];
     std::snprintf(msg, sizeof(msg),
                   "replicas diverged after step %lld: rank %d/%d holds weights hash %016llx, the ranks' hashes range "
-                  "from %016llx to %016llx; the gradient all_reduce did not give every rank the same result",
+                  "from %016llx to %016llx; check that the gradient all_reduce gives every rank the same bits (try --algo "
+                  "ring) and that no rank changes its weights on its own",
                   static_cast<long long>(steps_done_), group_.rank(), group_.size(), static_cast<unsigned long long>(h),
                   static_cast<unsigned long long>(min_h), static_cast<unsigned long long>(max_h));
     throw std::runtime_error(msg);
