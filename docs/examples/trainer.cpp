@@ -82,7 +82,7 @@ void Trainer::check_replicas_identical() {
   group_.all_reduce(dcomm::Buffer(both, 2), dcomm::Reduction{dcomm::ReduceOp::kMax});
   const uint64_t max_h = both[0], min_h = ~both[1];
   if (max_h != min_h) {
-    char msg[256];
+    char msg[512];
     std::snprintf(msg, sizeof(msg),
                   "replicas diverged after step %lld: rank %d/%d holds weights hash %016llx, the ranks' hashes range "
                   "from %016llx to %016llx; check that the gradient all_reduce gives every rank the same bits (try --algo "
