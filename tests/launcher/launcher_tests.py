@@ -304,12 +304,14 @@ def case_node0_lost():
 
 
 def case_remote_interrupt():
-    node0, node1 = start_nodes([0, 1], ["sleep"])
+    # A launcher that received a signal is leaving: the others must not restart without it.
+    node0, node1 = start_nodes([0, 1], ["sleep"], options=["--max-restarts", "1"])
     wait_ready(node0, 2)
     wait_ready(node1, 2)
     node1.send_signal(signal.SIGTERM)
     r0, r1 = finish([node0, node1])
     check(r1.returncode == 143 and r0.returncode == 143, "both launchers exit 128 + SIGTERM", r0)
+    check("restarting" not in r0.stderr, "node 0 restarted without node 1", r0)
     check(re.search(r"\[1\] dcomm-run on node 1 \(host \S+, pid \d+\) received signal 15 SIGTERM", r0.stderr),
           "node 0 names node 1's signal as the root cause", r0)
     for rank in (0, 1):

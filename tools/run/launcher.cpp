@@ -67,7 +67,9 @@ int run_rounds(const LaunchOptions& options, Supervisor& supervisor, NodeRendezv
       case RoundResult::Outcome::kFailed:
         break;
     }
-    if (restart < options.max_restarts && r.link_error.empty()) {
+    // A launcher that received a signal (rank -1) is going away: the world cannot be restarted without it.
+    const bool restartable = r.link_error.empty() && r.failures.front().rank >= 0;
+    if (restart < options.max_restarts && restartable) {
       print_line(fmt::format("dcomm-run: {}; restarting the group (restart {} of {})",
                              describe_failure_briefly(r.failures.front()), restart + 1, options.max_restarts));
       if (link != nullptr) link->restart_barrier(restart);
