@@ -1,0 +1,47 @@
+#pragma once
+// Runs a group's collectives one at a time, in the order they were issued. A blocking call with nothing queued
+// ahead of it runs on the caller's thread (no hand-off, so small collectives pay no thread wake-up); everything
+// else queues for the group's worker thread, started on first use.
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "runtime/work_impl.hpp"
+
+namespace dcomm::runtime {
+
+class Executor {
+ public:
+  using Task = std::function<void()>;
+  Executor() = default;
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+  ~Executor();
+
+  /// Runs `task` after everything submitted before it and finishes `work` with its outcome. With `async`
+  /// false, returns only when the task has run.
+  void submit(const std::shared_ptr<CollectiveWork>& work, Task task, bool async);
+  /// Finishes every queued (not yet started) task with `cause`; the running one ends on its own.
+  void fail_pending(std::exception_ptr cause) noexcept;
+
+ private:
+  struct Item {
+    std::shared_ptr<CollectiveWork> work;
+    Task task;
+  };
+  void run_one(Item& item) noexcept;
+  void worker_loop();
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Item> queue_;
+  bool running_ = false;  // a task is executing, inline or on the worker
+  bool stopping_ = false;
+  std::thread worker_;
+};
+
+}  // namespace dcomm::runtime

@@ -1,0 +1,66 @@
+// init(): rendezvous (identity and store), then the world's mesh, then the world group.
+
+#include <unistd.h>
+
+#include <numeric>
+
+#include <dcomm/dcomm.hpp>
+
+#include "common/log.hpp"
+#include "rendezvous/bootstrap.hpp"
+#include "runtime/process_group_impl.hpp"
+
+namespace dcomm {
+
+std::shared_ptr<ProcessGroup> init(const InitOptions& options) {
+  rdzv::Bootstrap boot = rdzv::bootstrap(options);
+  const Identity& id = boot.identity;
+  log::set_rank(id.rank, id.world_size);
+  DCOMM_INFO("joined as rank {}/{} (local {}/{}, node {}/{}, from {})", id.rank, id.world_size, id.local_rank,
+             id.local_world_size, id.node_rank, id.node_count, id.source);
+
+  transport::PeerInfo self;
+  self.rank = id.rank;
+  self.local_rank = id.local_rank;
+  self.node_rank = id.node_rank;
+  self.host_id = id.host_id;
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  self.hostname = host;
+  self.pid = static_cast<int>(::getpid());
+
+  transport::MeshOptions mesh_options;
+  mesh_options.timeout = boot.timeout;
+  mesh_options.forced_transport = options.transport;
+
+  auto world = std::make_shared<runtime::World>();
+  world->identity = id;
+  world->store = boot.store;
+  world->server = std::move(boot.server);
+  world->timeout = boot.timeout;
+  world->mesh = transport::Mesh::create(make_prefix_store("mesh/", boot.store), self, id.world_size, mesh_options);
+
+  coll::GroupView view;
+  view.mesh = world->mesh;
+  view.rank = id.rank;
+  view.size = id.world_size;
+  view.world_ranks.resize(static_cast<std::size_t>(id.world_size));
+  std::iota(view.world_ranks.begin(), view.world_ranks.end(), 0);
+  view.context = 0;
+  return std::make_shared<runtime::ProcessGroupImpl>(world, std::move(view), make_prefix_store("group/0/", boot.store));
+}
+
+void wait_all(const std::vector<WorkPtr>& works, Duration timeout) {
+  // Wait for every handle even after a failure, so no operation is left running on buffers the caller frees.
+  std::exception_ptr first;
+  for (const WorkPtr& w : works) {
+    try {
+      w->wait(timeout);
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
+}
+
+}  // namespace dcomm

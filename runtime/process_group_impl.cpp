@@ -1,0 +1,208 @@
+#include "runtime/process_group_impl.hpp"
+
+#include <fmt/format.h>
+
+#include <dcomm/error.hpp>
+
+#include "transports/tags.hpp"
+
+namespace dcomm::runtime {
+
+ProcessGroupImpl::ProcessGroupImpl(std::shared_ptr<World> world, coll::GroupView view, std::shared_ptr<Store> store)
+    : world_(std::move(world)), view_(std::move(view)), store_(std::move(store)) {
+  world_to_group_.assign(static_cast<std::size_t>(world_->identity.world_size), -1);
+  for (int g = 0; g < view_.size; ++g) world_to_group_[static_cast<std::size_t>(view_.world_ranks[g])] = g;
+  engine_ = coll::Engine::create(view_);
+}
+
+ProcessGroupImpl::~ProcessGroupImpl() = default;
+
+std::string ProcessGroupImpl::label() const {
+  if (view_.context == 0) return fmt::format("rank {}/{}", view_.rank, view_.size);
+  return fmt::format("rank {}/{} of group {}", view_.rank, view_.size, view_.context);
+}
+
+void ProcessGroupImpl::check_usable(const char* op) const {
+  if (auto cause = world_->mesh->poisoned()) {
+    try {
+      std::rethrow_exception(cause);
+    } catch (const Error& e) {
+      throw Error(e.code(), fmt::format("{} {}: the group failed earlier and cannot be used: {}", op, label(),
+                                        e.what()));
+    }
+  }
+}
+
+void ProcessGroupImpl::check_peer(const char* op, int peer, bool allow_any) const {
+  if (allow_any && peer == kAnySource) return;
+  if (peer < 0 || peer >= view_.size) {
+    throw InvalidUsageError(fmt::format("{} {}: peer rank {} is outside the group (valid: 0..{}{})", op, label(), peer,
+                                        view_.size - 1, allow_any ? ", or kAnySource" : ""));
+  }
+}
+
+namespace {
+
+void check_buffer(const char* op, const std::string& label, const Buffer& buf, const char* name) {
+  if (buf.data == nullptr && buf.count > 0) {
+    throw InvalidUsageError(fmt::format("{} {}: {} buffer is null but holds {} elements", op, label, name, buf.count));
+  }
+}
+
+void check_tag(const char* op, const std::string& label, int tag) {
+  if (tag < 0 || static_cast<uint64_t>(tag) > transport::kMaxUserTag) {
+    throw InvalidUsageError(fmt::format("{} {}: tag {} is negative; tags are 0..{}", op, label, tag,
+                                        transport::kMaxUserTag));
+  }
+}
+
+}  // namespace
+
+WorkPtr ProcessGroupImpl::send(const Buffer& buf, int dst, int tag, const P2POptions& opts) {
+  check_peer("send", dst, false);
+  check_buffer("send", label(), buf, "send");
+  check_tag("send", label(), tag);
+  check_usable("send");
+  Duration timeout = opts.timeout == kDefaultTimeout ? world_->timeout : opts.timeout;
+  std::string what = fmt::format("send to rank {} (tag {}) {}", dst, tag, label());
+  auto request = world_->mesh->isend(view_.world_ranks[static_cast<std::size_t>(dst)],
+                                     transport::p2p_tag(view_.context, static_cast<uint64_t>(tag)), buf.data,
+                                     buf.bytes(), buf.device);
+  auto work = std::make_shared<P2PWork>(world_->mesh, std::move(request), std::move(what), Deadline::after(timeout),
+                                        world_->timeout, world_to_group_);
+  if (!opts.async_op) work->wait(kDefaultTimeout);
+  return work;
+}
+
+WorkPtr ProcessGroupImpl::recv(const Buffer& buf, int src, int tag, const P2POptions& opts) {
+  check_peer("recv", src, true);
+  check_buffer("recv", label(), buf, "receive");
+  check_tag("recv", label(), tag);
+  check_usable("recv");
+  Duration timeout = opts.timeout == kDefaultTimeout ? world_->timeout : opts.timeout;
+  std::string what = src == kAnySource ? fmt::format("recv from any rank (tag {}) {}", tag, label())
+                                       : fmt::format("recv from rank {} (tag {}) {}", src, tag, label());
+  int world_src = src == kAnySource ? kAnySource : view_.world_ranks[static_cast<std::size_t>(src)];
+  auto request = world_->mesh->irecv(world_src, transport::p2p_tag(view_.context, static_cast<uint64_t>(tag)),
+                                     buf.data, buf.bytes(), buf.device);
+  auto work = std::make_shared<P2PWork>(world_->mesh, std::move(request), std::move(what), Deadline::after(timeout),
+                                        world_->timeout, world_to_group_);
+  if (!opts.async_op) work->wait(kDefaultTimeout);
+  return work;
+}
+
+WorkPtr ProcessGroupImpl::submit(coll::Args args, const CollectiveOptions& opts) {
+  engine_->validate(args);  // caller mistakes are rejected before any I/O
+  check_usable(to_string(args.coll));
+  uint64_t seq = seq_.fetch_add(1);
+  Duration timeout = opts.timeout == kDefaultTimeout ? world_->timeout : opts.timeout;
+  auto work = std::make_shared<CollectiveWork>(fmt::format("{} {} (call {})", to_string(args.coll), label(), seq),
+                                               world_->timeout);
+  std::string algorithm = opts.algorithm;
+  coll::Engine* engine = engine_.get();
+  // The deadline starts when the collective starts running, not when it was queued behind others.
+  executor_.submit(
+      work, [engine, args = std::move(args), algorithm, timeout, seq] {
+        engine->run(args, algorithm, Deadline::after(timeout), seq);
+      },
+      opts.async_op);
+  if (!opts.async_op) work->wait(kNoTimeout);  // already finished: rethrows its failure
+  return work;
+}
+
+namespace {
+
+coll::Args args_of(Collective c, const Buffer& send, const Buffer& recv, int root = 0, Reduction red = {}) {
+  coll::Args a;
+  a.coll = c;
+  a.send = send;
+  a.recv = recv;
+  a.root = root;
+  a.red = red;
+  return a;
+}
+
+}  // namespace
+
+WorkPtr ProcessGroupImpl::all_reduce(const Buffer& send, const Buffer& recv, Reduction red,
+                                     const CollectiveOptions& opts) {
+  return submit(args_of(Collective::kAllReduce, send, recv, 0, red), opts);
+}
+
+WorkPtr ProcessGroupImpl::broadcast(const Buffer& buf, int root, const CollectiveOptions& opts) {
+  return submit(args_of(Collective::kBroadcast, buf, buf, root), opts);
+}
+
+WorkPtr ProcessGroupImpl::reduce(const Buffer& send, const Buffer& recv, int root, Reduction red,
+                                 const CollectiveOptions& opts) {
+  return submit(args_of(Collective::kReduce, send, recv, root, red), opts);
+}
+
+WorkPtr ProcessGroupImpl::scatter(const Buffer& send, const Buffer& recv, int root, const CollectiveOptions& opts) {
+  return submit(args_of(Collective::kScatter, send, recv, root), opts);
+}
+
+WorkPtr ProcessGroupImpl::scatterv(const Buffer& send, const std::vector<std::size_t>& counts,
+                                   const std::vector<std::size_t>& displs, const Buffer& recv, int root,
+                                   const CollectiveOptions& opts) {
+  coll::Args a = args_of(Collective::kScatter, send, recv, root);
+  a.vector_variant = true;
+  a.send_counts = counts;
+  a.send_displs = displs;
+  return submit(std::move(a), opts);
+}
+
+WorkPtr ProcessGroupImpl::gather(const Buffer& send, const Buffer& recv, int root, const CollectiveOptions& opts) {
+  return submit(args_of(Collective::kGather, send, recv, root), opts);
+}
+
+WorkPtr ProcessGroupImpl::gatherv(const Buffer& send, const Buffer& recv, const std::vector<std::size_t>& counts,
+                                  const std::vector<std::size_t>& displs, int root, const CollectiveOptions& opts) {
+  coll::Args a = args_of(Collective::kGather, send, recv, root);
+  a.vector_variant = true;
+  a.recv_counts = counts;
+  a.recv_displs = displs;
+  return submit(std::move(a), opts);
+}
+
+WorkPtr ProcessGroupImpl::all_gather(const Buffer& send, const Buffer& recv, const CollectiveOptions& opts) {
+  return submit(args_of(Collective::kAllGather, send, recv), opts);
+}
+
+WorkPtr ProcessGroupImpl::reduce_scatter(const Buffer& send, const Buffer& recv, Reduction red,
+                                         const CollectiveOptions& opts) {
+  return submit(args_of(Collective::kReduceScatter, send, recv, 0, red), opts);
+}
+
+WorkPtr ProcessGroupImpl::all_to_all(const Buffer& send, const Buffer& recv, const CollectiveOptions& opts) {
+  return submit(args_of(Collective::kAllToAll, send, recv), opts);
+}
+
+WorkPtr ProcessGroupImpl::all_to_all_v(const Buffer& send, const std::vector<std::size_t>& send_counts,
+                                       const std::vector<std::size_t>& send_displs, const Buffer& recv,
+                                       const std::vector<std::size_t>& recv_counts,
+                                       const std::vector<std::size_t>& recv_displs, const CollectiveOptions& opts) {
+  coll::Args a = args_of(Collective::kAllToAll, send, recv);
+  a.vector_variant = true;
+  a.send_counts = send_counts;
+  a.send_displs = send_displs;
+  a.recv_counts = recv_counts;
+  a.recv_displs = recv_displs;
+  return submit(std::move(a), opts);
+}
+
+WorkPtr ProcessGroupImpl::barrier(const CollectiveOptions& opts) {
+  return submit(args_of(Collective::kBarrier, Buffer{}, Buffer{}), opts);
+}
+
+void ProcessGroupImpl::set_algorithm(Collective c, const std::string& name) { engine_->set_algorithm(c, name); }
+
+std::string ProcessGroupImpl::explain(Collective c, std::size_t bytes) const { return engine_->explain(c, bytes); }
+
+void ProcessGroupImpl::abort() noexcept {
+  auto cause = std::make_exception_ptr(AbortedError(fmt::format("the process group ({}) was aborted", label())));
+  world_->mesh->poison(cause);
+  executor_.fail_pending(cause);
+}
+
+}  // namespace dcomm::runtime

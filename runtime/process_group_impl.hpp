@@ -1,0 +1,94 @@
+#pragma once
+// The process group: a GroupView of the world's mesh, the collectives Engine for that view, and an Executor that
+// runs the group's collectives in issue order. Subgroups share the mesh and take their own tag context.
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <dcomm/process_group.hpp>
+
+#include "collectives/engine.hpp"
+#include "rendezvous/bootstrap.hpp"
+#include "runtime/executor.hpp"
+
+namespace dcomm::runtime {
+
+/// What every group of one world shares: the identity, the world store, the mesh, and a store server when this
+/// process hosts it.
+struct World {
+  Identity identity;
+  std::shared_ptr<Store> store;
+  std::unique_ptr<TcpStoreServer> server;
+  std::shared_ptr<transport::Mesh> mesh;
+  Duration timeout{};
+  ~World() {
+    if (mesh) mesh->close();
+    if (server) server->stop();
+  }
+};
+
+class ProcessGroupImpl : public ProcessGroup, public std::enable_shared_from_this<ProcessGroupImpl> {
+ public:
+  ProcessGroupImpl(std::shared_ptr<World> world, coll::GroupView view, std::shared_ptr<Store> store);
+  ~ProcessGroupImpl() override;
+
+  int rank() const override { return view_.rank; }
+  int size() const override { return view_.size; }
+  const Identity& identity() const override { return world_->identity; }
+  std::shared_ptr<Store> store() const override { return store_; }
+  Duration timeout() const override { return world_->timeout; }
+
+  WorkPtr send(const Buffer& buf, int dst, int tag, const P2POptions& opts) override;
+  WorkPtr recv(const Buffer& buf, int src, int tag, const P2POptions& opts) override;
+
+  WorkPtr all_reduce(const Buffer& send, const Buffer& recv, Reduction red, const CollectiveOptions& opts) override;
+  WorkPtr broadcast(const Buffer& buf, int root, const CollectiveOptions& opts) override;
+  WorkPtr reduce(const Buffer& send, const Buffer& recv, int root, Reduction red,
+                 const CollectiveOptions& opts) override;
+  WorkPtr scatter(const Buffer& send, const Buffer& recv, int root, const CollectiveOptions& opts) override;
+  WorkPtr scatterv(const Buffer& send, const std::vector<std::size_t>& counts, const std::vector<std::size_t>& displs,
+                   const Buffer& recv, int root, const CollectiveOptions& opts) override;
+  WorkPtr gather(const Buffer& send, const Buffer& recv, int root, const CollectiveOptions& opts) override;
+  WorkPtr gatherv(const Buffer& send, const Buffer& recv, const std::vector<std::size_t>& counts,
+                  const std::vector<std::size_t>& displs, int root, const CollectiveOptions& opts) override;
+  WorkPtr all_gather(const Buffer& send, const Buffer& recv, const CollectiveOptions& opts) override;
+  WorkPtr reduce_scatter(const Buffer& send, const Buffer& recv, Reduction red,
+                         const CollectiveOptions& opts) override;
+  WorkPtr all_to_all(const Buffer& send, const Buffer& recv, const CollectiveOptions& opts) override;
+  WorkPtr all_to_all_v(const Buffer& send, const std::vector<std::size_t>& send_counts,
+                       const std::vector<std::size_t>& send_displs, const Buffer& recv,
+                       const std::vector<std::size_t>& recv_counts, const std::vector<std::size_t>& recv_displs,
+                       const CollectiveOptions& opts) override;
+  WorkPtr barrier(const CollectiveOptions& opts) override;
+
+  std::shared_ptr<ProcessGroup> split(int color, int key) override;
+  std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks) override;
+
+  void set_algorithm(Collective c, const std::string& name) override;
+  std::string explain(Collective c, std::size_t bytes) const override;
+  void abort() noexcept override;
+
+ private:
+  /// Validates, numbers and runs (or queues) one collective.
+  WorkPtr submit(coll::Args args, const CollectiveOptions& opts);
+  /// Builds the subgroup whose members (world ranks, in group-rank order) include this rank.
+  std::shared_ptr<ProcessGroup> make_subgroup(const std::vector<int>& world_members, const std::string& round_key);
+  std::string label() const;
+  void check_peer(const char* op, int peer, bool allow_any) const;
+  void check_usable(const char* op) const;
+
+  std::shared_ptr<World> world_;
+  coll::GroupView view_;
+  std::shared_ptr<Store> store_;
+  std::unique_ptr<coll::Engine> engine_;
+  std::vector<int> world_to_group_;  // -1 for world ranks outside the group
+  std::atomic<uint64_t> seq_{0};     // collectives issued on this group
+  std::atomic<uint64_t> rounds_{0};  // split / new_group calls on this group
+  Executor executor_;
+};
+
+}  // namespace dcomm::runtime

@@ -1,0 +1,79 @@
+// split() and new_group(): both are collective over the parent group. The parent's members agree on who is in
+// each new group, the new group's first member takes a fresh tag context from the world store's counter and
+// publishes it, and the members build the group over the same mesh with that context.
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+#include <tuple>
+
+#include <dcomm/error.hpp>
+
+#include "runtime/process_group_impl.hpp"
+#include "transports/tags.hpp"
+
+namespace dcomm::runtime {
+
+std::shared_ptr<ProcessGroup> ProcessGroupImpl::make_subgroup(const std::vector<int>& world_members,
+                                                              const std::string& round_key) {
+  const int me = world_->identity.rank;
+  auto it = std::find(world_members.begin(), world_members.end(), me);
+  if (it == world_members.end()) return nullptr;
+  uint32_t context = 0;
+  if (it == world_members.begin()) {
+    int64_t next = world_->store->add("next_context", 1);
+    if (next >= static_cast<int64_t>(transport::kMaxContexts)) {
+      throw InvalidUsageError(fmt::format("split/new_group {}: all {} group contexts of this world are used",
+                                          label(), transport::kMaxContexts - 1));
+    }
+    context = static_cast<uint32_t>(next);
+    store_->set(round_key, std::to_string(context));
+  } else {
+    context = static_cast<uint32_t>(std::stoul(store_->get_string(round_key)));
+  }
+  coll::GroupView view;
+  view.mesh = world_->mesh;
+  view.rank = static_cast<int>(it - world_members.begin());
+  view.size = static_cast<int>(world_members.size());
+  view.world_ranks = world_members;
+  view.context = context;
+  return std::make_shared<ProcessGroupImpl>(world_, std::move(view),
+                                            make_prefix_store(fmt::format("group/{}/", context), world_->store));
+}
+
+std::shared_ptr<ProcessGroup> ProcessGroupImpl::split(int color, int key) {
+  uint64_t round = rounds_.fetch_add(1);
+  // Everyone learns everyone's (color, key): one all_gather over this group.
+  std::vector<int64_t> mine = {color, key};
+  std::vector<int64_t> all(2 * static_cast<std::size_t>(size()));
+  all_gather(Buffer(mine), Buffer(all), {});
+  if (color < 0) return nullptr;
+  std::vector<std::tuple<int64_t, int, int>> members;  // (key, group rank, world rank)
+  for (int r = 0; r < size(); ++r) {
+    if (all[2 * static_cast<std::size_t>(r)] == color) {
+      members.emplace_back(all[2 * static_cast<std::size_t>(r) + 1], r, view_.world_ranks[static_cast<std::size_t>(r)]);
+    }
+  }
+  std::sort(members.begin(), members.end());
+  std::vector<int> world_members;
+  for (const auto& m : members) world_members.push_back(std::get<2>(m));
+  return make_subgroup(world_members, fmt::format("split/{}/{}", round, color));
+}
+
+std::shared_ptr<ProcessGroup> ProcessGroupImpl::new_group(const std::vector<int>& ranks) {
+  uint64_t round = rounds_.fetch_add(1);
+  std::set<int> seen;
+  for (int r : ranks) {
+    if (r < 0 || r >= size() || !seen.insert(r).second) {
+      throw InvalidUsageError(fmt::format("new_group {}: rank {} is {} (ranks must be distinct, 0..{})", label(), r,
+                                          seen.count(r) ? "listed twice" : "outside the group", size() - 1));
+    }
+  }
+  if (ranks.empty()) throw InvalidUsageError(fmt::format("new_group {}: the rank list is empty", label()));
+  std::vector<int> world_members;
+  for (int r : ranks) world_members.push_back(view_.world_ranks[static_cast<std::size_t>(r)]);
+  return make_subgroup(world_members, fmt::format("new_group/{}", round));
+}
+
+}  // namespace dcomm::runtime

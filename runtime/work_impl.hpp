@@ -1,0 +1,68 @@
+#pragma once
+// The two kinds of Work handle: a collective queued on the group's executor (completed by whichever thread runs
+// it), and a point-to-point request that lives in the mesh (completed by driving the mesh's progress).
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <dcomm/work.hpp>
+
+#include "common/deadline.hpp"
+#include "transports/mesh.hpp"
+
+namespace dcomm::runtime {
+
+/// A collective's handle. The executor calls run() once; waiters block on a condition variable.
+class CollectiveWork : public Work {
+ public:
+  /// `what` names the call for errors ("all_reduce rank 1/4 (seq 7)"); `group_timeout` backs kDefaultTimeout.
+  CollectiveWork(std::string what, Duration group_timeout) : what_(std::move(what)), group_timeout_(group_timeout) {}
+
+  bool is_completed() override;
+  bool wait(Duration timeout) override;
+  std::exception_ptr exception() override;
+  void abort() noexcept override;
+
+  /// Marks the work finished; `error` null on success. Called once by the executor.
+  void finish(std::exception_ptr error) noexcept;
+  /// Whether abort() was called before the work started (the executor then skips it).
+  bool aborted() const;
+  const std::string& what() const { return what_; }
+
+ private:
+  std::string what_;
+  Duration group_timeout_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  bool aborted_ = false;
+  std::exception_ptr error_;
+};
+
+/// A point-to-point handle over a mesh request.
+class P2PWork : public Work {
+ public:
+  P2PWork(std::shared_ptr<transport::Mesh> mesh, transport::RequestPtr request, std::string what, Deadline deadline,
+          Duration group_timeout, std::vector<int> world_to_group);
+
+  bool is_completed() override;
+  bool wait(Duration timeout) override;
+  std::exception_ptr exception() override;
+  void abort() noexcept override;
+  int source() const override;
+  std::size_t bytes() const override;
+
+ private:
+  std::shared_ptr<transport::Mesh> mesh_;
+  transport::RequestPtr request_;
+  std::string what_;
+  Deadline deadline_;
+  Duration group_timeout_;
+  std::vector<int> world_to_group_;  // empty: the world group (identity map)
+  std::mutex mu_;
+  std::exception_ptr error_;
+};
+
+}  // namespace dcomm::runtime

@@ -1,0 +1,50 @@
+#include "tests/transports/world.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "transports/registry.hpp"
+
+namespace dcomm::test {
+
+std::vector<std::string> in_process_transports() {
+  std::vector<std::string> out;
+  for (const auto& e : transport::transport_table()) {
+    std::string n = e.name;
+    if (n == "loopback" || n == "shm" || n == "ucx") out.push_back(n);  // ucx: one UCP worker per thread
+  }
+  return out;
+}
+
+std::vector<std::string> run_world(const std::string& transport, int world_size, const RankBody& body) {
+  auto store = make_memory_store(std::chrono::seconds(60));
+  std::vector<RankLog> logs(static_cast<std::size_t>(world_size));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world_size; ++r) {
+    threads.emplace_back([&, r] {
+      RankLog& log = logs[static_cast<std::size_t>(r)];
+      try {
+        transport::PeerInfo self{r, r, 0, "test-host", "localhost", static_cast<int>(::getpid())};
+        transport::MeshOptions opts;
+        opts.forced_transport = transport;
+        opts.timeout = std::chrono::seconds(60);
+        opts.liveness_interval = std::chrono::milliseconds(50);
+        auto mesh = transport::Mesh::create(store, self, world_size, opts);
+        body(*mesh, log);
+        mesh->close();
+      } catch (const std::exception& e) {
+        log.failures.push_back(fmt::format("threw: {}", e.what()));
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::vector<std::string> failures;
+  for (int r = 0; r < world_size; ++r) {
+    for (auto& f : logs[static_cast<std::size_t>(r)].failures) failures.push_back(fmt::format("rank {}: {}", r, f));
+  }
+  return failures;
+}
+
+}  // namespace dcomm::test

@@ -1,0 +1,83 @@
+#pragma once
+// The one Mesh implementation: a route (transport) per peer, a SelfChannel for this rank, the Matcher, and the
+// lock that serialises progress and matching. Built by Mesh::create (mesh_create.cpp); wait() and the liveness
+// checks live in mesh_wait.cpp.
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include <dcomm/error.hpp>
+
+#include "transports/matcher.hpp"
+#include "transports/mesh.hpp"
+#include "transports/self_channel.hpp"
+
+namespace dcomm::transport {
+
+class MeshImpl final : public Mesh, private ArrivalSink {
+ public:
+  /// `route[p]` carries traffic to peer p (ignored for this rank); `transports` owns them. `device_route[p]`, where
+  /// set, carries device memory to peer p instead (cuda_ipc); empty: every buffer takes `route`.
+  MeshImpl(std::vector<PeerInfo> peers, int rank, std::vector<std::unique_ptr<Transport>> transports,
+           std::vector<Transport*> route, const MeshOptions& options, std::vector<Transport*> device_route = {});
+  ~MeshImpl() override { close(); }
+
+  int rank() const override { return rank_; }
+  int size() const override { return static_cast<int>(peers_.size()); }
+  const PeerInfo& peer(int rank) const override;
+  const char* transport_name(int peer) const override;
+
+  RequestPtr isend(int peer, uint64_t tag, const void* data, std::size_t bytes, const Device& device) override;
+  RequestPtr irecv(int peer, uint64_t tag, void* data, std::size_t capacity, const Device& device) override;
+  bool test(Request& r) override;
+  void wait(Request& r, const Deadline& deadline, std::string_view what) override;
+  bool cancel(Request& r) override;
+  void progress() override;
+
+  void poison(std::exception_ptr cause) noexcept override;
+  std::exception_ptr poisoned() const override;
+  void close() noexcept override;
+
+ private:
+  void arrived(Transport& from, const Incoming& msg) override;
+  /// Pairs a receive with a message: pulls the payload, or fails the receive when it does not fit.
+  void deliver(Request& r, Transport& from, const Incoming& msg);
+  /// Drives every transport once; poisons the mesh and rethrows when one fails. Caller holds mu_.
+  bool progress_locked();
+  Transport* route(int peer) { return peer == rank_ ? &self_ : route_[static_cast<std::size_t>(peer)]; }
+  /// The transport for memory on `device`: the peer's device route when it has one and the memory is not host.
+  Transport* route(int peer, const Device& device) {
+    if (device.is_host() || peer == rank_ || device_route_.empty()) return route(peer);
+    Transport* t = device_route_[static_cast<std::size_t>(peer)];
+    return t != nullptr ? t : route(peer);
+  }
+  void throw_if_poisoned() const;
+  void check_args(const char* op, int peer, uint64_t tag, const void* data, std::size_t bytes, const Device& device,
+                  bool any_source_ok);
+  /// Failure of a request's peer(s) as the transports see it; empty while they look alive. Caller holds mu_.
+  std::string peer_failure_locked(const Request& r);
+  /// "recv from rank 1 tag 7 over shm (4.0 MiB)"
+  std::string describe(const Request& r) const;
+  [[noreturn]] void fail_wait(std::exception_ptr cause);
+
+  std::vector<PeerInfo> peers_;
+  int rank_;
+  std::vector<std::unique_ptr<Transport>> transports_;
+  std::vector<Transport*> route_;
+  std::vector<Transport*> device_route_;
+  MeshOptions options_;
+  SelfChannel self_;
+  Matcher matcher_;
+  std::mutex mu_;  ///< progress, matching and every call into a transport
+  bool closed_ = false;
+  mutable std::mutex poison_mu_;
+  std::atomic<bool> is_poisoned_{false};
+  std::exception_ptr poison_;
+};
+
+/// An exception of the Error subclass that `code` names, carrying `message`.
+std::exception_ptr make_error(ErrorCode code, const std::string& message);
+
+}  // namespace dcomm::transport

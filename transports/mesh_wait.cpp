@@ -1,0 +1,105 @@
+// Mesh::wait: the one place a rank blocks on a point-to-point request. It progresses (or backs off while
+// another thread does), watches the peer's liveness every liveness_interval, and turns a deadline or a dead peer
+// into an error that names the op, the peer, the transport, the bytes and the times, then poisons the mesh.
+#include <fmt/format.h>
+
+#include "transports/mesh_impl.hpp"
+
+namespace dcomm::transport {
+
+std::string MeshImpl::describe(const Request& r) const {
+  bool send = r.kind == Request::Kind::kSend;
+  std::string who = r.peer == kAnySource ? "any rank" : fmt::format("rank {}", r.peer);
+  std::string over;
+  if (r.transport != nullptr) {
+    over = r.transport->name();
+  } else {
+    // An any-source receive not matched yet: list every transport it could arrive over.
+    for (const auto& t : transports_) over.append(over.empty() ? "" : ",").append(t->name());
+    if (over.empty()) over = self_.name();
+  }
+  return fmt::format("{} {} {} tag {} over {} ({})", send ? "send" : "recv", send ? "to" : "from", who, r.tag,
+                     over, format_bytes(r.capacity));
+}
+
+std::string MeshImpl::peer_failure_locked(const Request& r) {
+  if (closed_) return {};
+  // Every failed peer is named: for an any-source receive, the first one found may only have closed in
+  // reaction to the real cause, another rank's death.
+  std::string all;
+  for (int p = 0; p < size(); ++p) {
+    if (p == rank_ || (r.peer != kAnySource && p != r.peer)) continue;
+    std::string why = route(p)->peer_failure(p);
+    if (!why.empty()) all.append(all.empty() ? "" : "; ").append(fmt::format("rank {} is gone: {}", p, why));
+  }
+  return all;
+}
+
+void MeshImpl::fail_wait(std::exception_ptr cause) {
+  poison(cause);
+  std::rethrow_exception(cause);
+}
+
+void MeshImpl::wait(Request& r, const Deadline& deadline, std::string_view what) {
+  throw_if_poisoned();
+  Backoff backoff;
+  auto next_liveness = Clock::now() + options_.liveness_interval;
+  for (;;) {
+    if (r.cancelled) return;
+    if (r.op->done()) break;
+    if (is_poisoned_.load(std::memory_order_acquire)) std::rethrow_exception(poisoned());
+    bool moved = false;
+    std::string dead;
+    {
+      std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+      if (lock.owns_lock()) {
+        moved = progress_locked();
+        if (!r.op->done() && Clock::now() >= next_liveness) {
+          dead = peer_failure_locked(r);
+          next_liveness = Clock::now() + options_.liveness_interval;
+        }
+      }
+    }
+    if (r.op->done()) break;
+    if (!dead.empty()) {
+      fail_wait(make_error(ErrorCode::kRemoteError,
+                           fmt::format("{}: {} failed after {}: {}; check that rank's log", what, describe(r),
+                                       format_duration(deadline.elapsed()), dead)));
+    }
+    if (deadline.expired()) {
+      std::string peer_hint = r.peer == kAnySource
+                                  ? std::string("no rank sent a matching message")
+                                  : fmt::format("rank {} (pid {} on {}) may be stuck, may not have posted the matching "
+                                                "{}, or may have exited",
+                                                r.peer, peer(r.peer).pid, peer(r.peer).hostname,
+                                                r.kind == Request::Kind::kSend ? "receive" : "send");
+      fail_wait(make_error(ErrorCode::kTimeout,
+                           fmt::format("{}: {} not done after {} (timeout {}); {} - check its log", what,
+                                       describe(r), format_duration(deadline.elapsed()),
+                                       format_duration(deadline.timeout()), peer_hint)));
+    }
+    if (moved) {
+      backoff.reset();
+    } else {
+      backoff.pause();
+    }
+  }
+  if (r.op->state() == Op::State::kDone) {
+    r.received = r.op->bytes();
+    return;
+  }
+  // The op failed: repeat its error with `what` in front. A receive that was too small stays the caller's
+  // problem alone; anything else means a peer or a transport broke, so the mesh is poisoned.
+  std::exception_ptr cause = r.op->error();
+  try {
+    std::rethrow_exception(cause);
+  } catch (const Error& e) {
+    auto wrapped = make_error(e.code(), fmt::format("{}: {}", what, e.what()));
+    if (e.code() == ErrorCode::kInvalidUsage) std::rethrow_exception(wrapped);
+    fail_wait(wrapped);
+  } catch (const std::exception& e) {
+    fail_wait(make_error(ErrorCode::kInternal, fmt::format("{}: {}: {}", what, describe(r), e.what())));
+  }
+}
+
+}  // namespace dcomm::transport
