@@ -2,6 +2,7 @@
 
 #include <dcomm/error.hpp>
 
+#include "common/deadline.hpp"
 #include "common/env.hpp"
 #include "common/log.hpp"
 #include "rendezvous/exchange.hpp"
@@ -11,6 +12,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <thread>
 
 namespace dcomm::rdzv {
 namespace {
@@ -18,6 +20,7 @@ namespace {
 constexpr const char* kDefaultMasterAddr = "127.0.0.1";
 constexpr int kDefaultMasterPort = 29500;
 constexpr auto kDefaultTimeout = std::chrono::seconds(300);
+constexpr const char* kFailedKey = "rdzv/failed";
 
 struct Master {
   std::string addr;
@@ -50,10 +53,29 @@ bool is_loopback(const std::string& addr) {
   return addr == "localhost" || addr == "::1" || addr.rfind("127.", 0) == 0;
 }
 
-// Serves the store here. A loopback master address binds loopback only; any other binds every interface so
-// that processes on other hosts reach it.
-std::unique_ptr<TcpStoreServer> host_store(const Master& m, const TcpStoreOptions& opts) {
-  return start_tcp_store_server(is_loopback(m.addr) ? m.addr : "0.0.0.0", m.port, opts);
+// Connects to the TCP store at the master address, hosting it here first when this process is the one to:
+// nobody when dcomm-run hosts it (DCOMM_STORE_HOSTED=1), else rank 0, else (no rank known) whoever binds the
+// master address first. Rank 0 binds every interface unless the address is loopback, so that other hosts reach
+// it under any of this host's names; a process without a rank binds the master address itself, which also tells
+// it whether the address is on this host at all.
+std::shared_ptr<Store> open_tcp_store(const Master& m, int rank, Duration timeout,
+                                      std::unique_ptr<TcpStoreServer>* server) {
+  TcpStoreOptions opts;
+  opts.timeout = timeout;
+  if (env::get_bool("DCOMM_STORE_HOSTED", false)) {
+    DCOMM_DEBUG("bootstrap: dcomm-run hosts the store at {}:{}", m.addr, m.port);
+  } else if (rank == 0) {
+    *server = start_tcp_store_server(is_loopback(m.addr) ? m.addr : "0.0.0.0", m.port, opts);
+  } else if (rank < 0) {
+    try {
+      *server = start_tcp_store_server(m.addr, m.port, opts);
+    } catch (const SystemError& e) {
+      if (e.error_number() != EADDRINUSE && e.error_number() != EADDRNOTAVAIL) throw;
+      DCOMM_DEBUG("bootstrap: cannot host the store at {}:{} ({}); joining it as a client", m.addr, m.port,
+                  e.what());
+    }
+  }
+  return connect_tcp_store(m.addr, m.port, opts);
 }
 
 // "a-run/2" -> "a-run_2": world ids name shared-memory segments, which allow no '/'.
@@ -64,6 +86,25 @@ std::string sanitize(const std::string& s) {
     if (!ok) c = '_';
   }
   return out;
+}
+
+// A failed join fails every participant, each after reading the records. The process hosting the store must not
+// take it down while the others still read, or they would see a closed connection instead of the real conflict:
+// each counts itself out, and the host waits (briefly) until everyone who joined has.
+void leave_failed_join(Store& store, bool hosting, Duration timeout) noexcept {
+  constexpr auto kMaxLinger = std::chrono::seconds(5);
+  constexpr auto kPoll = std::chrono::milliseconds(20);
+  try {
+    int64_t left = store.add(kFailedKey, 1);
+    if (!hosting) return;
+    Deadline deadline = Deadline::after(std::min<Duration>(timeout, kMaxLinger));
+    while (left < store.add(kJoinedKey, 0) && !deadline.expired()) {
+      std::this_thread::sleep_for(kPoll);
+      left = store.add(kFailedKey, 0);
+    }
+  } catch (const std::exception& e) {
+    DCOMM_DEBUG("bootstrap: could not count this process out of the failed join: {}", e.what());
+  }
 }
 
 }  // namespace
@@ -98,27 +139,23 @@ Bootstrap bootstrap(const InitOptions& options) {
 
   std::shared_ptr<Store> base = options.store;
   if (!base) {
-    Master m = resolve_master(options);
-    TcpStoreOptions opts;
-    opts.timeout = b.timeout;
-    if (env::get_bool("DCOMM_STORE_HOSTED", false)) {
-      DCOMM_DEBUG("bootstrap: dcomm-run hosts the store at {}:{}", m.addr, m.port);
-    } else if (declared.rank == 0 && own_error.empty()) {
-      b.server = host_store(m, opts);
-    } else if (declared.rank < 0) {
-      // No rank yet: whoever binds the port first hosts; the others find it in use and connect.
-      try {
-        b.server = host_store(m, opts);
-      } catch (const SystemError& e) {
-        if (e.error_number() != EADDRINUSE) throw;
-        DCOMM_DEBUG("bootstrap: {}:{} is in use; joining that store as a client", m.addr, m.port);
-      }
+    try {
+      base = open_tcp_store(resolve_master(options), declared.rank, b.timeout, &b.server);
+    } catch (const Error& e) {
+      // This process's own mistake explains more than the store it then could not reach.
+      if (own_error.empty()) throw;
+      throw InvalidUsageError(fmt::format("bootstrap: {} (and the store was unreachable: {})", own_error, e.what()));
     }
-    base = connect_tcp_store(m.addr, m.port, opts);
   }
   b.store = make_prefix_store(prefix, base);
 
-  Joined joined = join_world(declared, own_error, *b.store, b.timeout);
+  Joined joined;
+  try {
+    joined = join_world(declared, own_error, *b.store, b.timeout);
+  } catch (const Error&) {
+    leave_failed_join(*b.store, b.server != nullptr, b.timeout);
+    throw;
+  }
   b.identity = joined.identity;
   b.world_id = fmt::format("{}-{}-{:016x}", sanitize(run_id), restart, joined.world_nonce);
   log::set_rank(b.identity.rank, b.identity.world_size);

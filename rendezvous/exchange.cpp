@@ -12,7 +12,6 @@
 namespace dcomm::rdzv {
 namespace {
 
-constexpr const char* kJoinedKey = "rdzv/joined";
 std::string member_key(int64_t j) { return fmt::format("rdzv/member/{}", j); }
 
 // Reads record j, waiting for it until the deadline; a timeout names how many processes joined.

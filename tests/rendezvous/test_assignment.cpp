@@ -276,3 +276,31 @@ TEST_CASE("bootstrap: with no ranks, the first to bind hosts and the rest connec
   std::stable_partition(boots.begin(), boots.end(), [](const rdzv::Bootstrap& b) { return b.server != nullptr; });
   while (!boots.empty()) boots.pop_back();
 }
+
+TEST_CASE("bootstrap: configuration mistakes are reported as such", "[bootstrap]") {
+  EnvGuard env;
+  env.set("DCOMM_TIMEOUT_S", "soon");
+  CHECK_THROWS_WITH(rdzv::bootstrap({}), Catch::Contains("DCOMM_TIMEOUT_S='soon'"));
+  env.set("DCOMM_TIMEOUT_S", "-3");
+  CHECK_THROWS_WITH(rdzv::resolve_timeout(kDefaultTimeout), Catch::Contains("positive number of seconds"));
+  env.set("DCOMM_TIMEOUT_S", "1.5");
+  CHECK(rdzv::resolve_timeout(kDefaultTimeout) == std::chrono::milliseconds(1500));
+  CHECK(rdzv::resolve_timeout(std::chrono::seconds(4)) == std::chrono::seconds(4));
+  CHECK_THROWS_AS(rdzv::resolve_timeout(std::chrono::milliseconds(-2)), InvalidUsageError);
+
+  env.set("MASTER_PORT", "70000").set("WORLD_SIZE", "2");
+  CHECK_THROWS_WITH(rdzv::bootstrap({}), Catch::Contains("port 70000 (MASTER_PORT)"));
+
+  // An out-of-range rank whose store is unreachable reports the rank, not just the store.
+  uint16_t closed = start_tcp_store_server("127.0.0.1", 0)->port();
+  env.set("MASTER_PORT", std::to_string(closed)).set("DCOMM_STORE_HOSTED", "1").set("RANK", "5");
+  InitOptions o;
+  o.timeout = std::chrono::milliseconds(200);
+  try {
+    rdzv::bootstrap(o);
+    FAIL("bootstrap succeeded");
+  } catch (const InvalidUsageError& e) {
+    CHECK_THAT(std::string(e.what()), Catch::Contains("rank 5 (RANK=5) must be below world size 2 (WORLD_SIZE=2)") &&
+                                          Catch::Contains("unreachable"));
+  }
+}
