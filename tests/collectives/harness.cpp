@@ -4,9 +4,8 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <thread>
-
 #include <dcomm/store.hpp>
+#include <thread>
 
 namespace dcomm::test {
 

@@ -1,9 +1,8 @@
 // Every algorithm of the table against the serial reference, threads as ranks over loopback. The chunk size is
 // 64 bytes so that small counts already cross chunk boundaries.
 
-#include <catch2/catch.hpp>
-
 #include <atomic>
+#include <catch2/catch.hpp>
 
 #include "collectives/registry.hpp"
 #include "collectives/validate.hpp"
@@ -30,8 +29,8 @@ void run_world(int size, const CaseFn& cases) {
     }
   });
   auto failures = test::summarize(records);
-  INFO("world size " << size << ", " << failures.size() << " failures; first: "
-                     << (failures.empty() ? "" : failures.front()));
+  INFO("world size " << size << ", " << failures.size()
+                     << " failures; first: " << (failures.empty() ? "" : failures.front()));
   CHECK(failures.empty());
 }
 
