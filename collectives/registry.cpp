@@ -85,3 +85,13 @@ std::string algorithm_names(Collective c) {
 }
 
 }  // namespace dcomm::coll
+
+namespace dcomm {
+
+std::vector<std::string> algorithms(Collective c) {
+  std::vector<std::string> out;
+  for (const coll::Algorithm* a : coll::algorithms_for(c)) out.emplace_back(a->name);
+  return out;
+}
+
+}  // namespace dcomm

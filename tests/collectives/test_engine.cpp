@@ -169,6 +169,9 @@ TEST_CASE("DCOMM_ALGO parsing accepts both spellings and lists valid names", "[c
   CHECK(parse_algorithm_spec("").empty());
   CHECK_THAT(invalid_message([] { parse_algorithm_spec("allreduce:nosuch"); }),
              Catch::Contains("unknown all_reduce algorithm 'nosuch'") && Catch::Contains("ring, tree, double_tree"));
+  CHECK(dcomm::algorithms(Collective::kAllReduce) ==
+        std::vector<std::string>{"ring", "tree", "double_tree", "butterfly", "rabenseifner", "one_to_all"});
+  CHECK(dcomm::algorithms(Collective::kBarrier) == std::vector<std::string>{"dissemination"});
   CHECK_THAT(invalid_message([] { parse_algorithm_spec("allreduce"); }), Catch::Contains("<collective>:<algorithm>"));
   CHECK_THAT(invalid_message([] { parse_algorithm_spec("everything:ring"); }), Catch::Contains("reduce_scatter"));
 }
