@@ -170,7 +170,7 @@ TEST_CASE("DCOMM_ALGO parsing accepts both spellings and lists valid names", "[c
   CHECK_THAT(invalid_message([] { parse_algorithm_spec("allreduce:nosuch"); }),
              Catch::Contains("unknown all_reduce algorithm 'nosuch'") && Catch::Contains("ring, tree, double_tree"));
   CHECK(dcomm::algorithms(Collective::kAllReduce) ==
-        std::vector<std::string>{"ring", "tree", "double_tree", "butterfly", "rabenseifner", "one_to_all"});
+        std::vector<std::string>{"ring", "tree", "double_tree", "butterfly", "rabenseifner", "one_to_all", "shm_direct"});
   CHECK(dcomm::algorithms(Collective::kBarrier) == std::vector<std::string>{"dissemination"});
   CHECK_THAT(invalid_message([] { parse_algorithm_spec("allreduce"); }), Catch::Contains("<collective>:<algorithm>"));
   CHECK_THAT(invalid_message([] { parse_algorithm_spec("everything:ring"); }), Catch::Contains("reduce_scatter"));
@@ -284,7 +284,7 @@ TEST_CASE("transport errors carry the collective, algorithm and rank", "[collect
   CHECK(test::summarize(records).empty());
 }
 
-TEST_CASE("report: probe time, fitted model and algorithm times over loopback", "[.][measure]") {
+TEST_CASE("report: probe time, fitted model and algorithm times over shm", "[.][measure]") {
   for (int size : {2, 4, 8}) {
     std::vector<double> create_ms(static_cast<std::size_t>(size));
     std::vector<std::string> report(static_cast<std::size_t>(size));
@@ -307,7 +307,7 @@ TEST_CASE("report: probe time, fitted model and algorithm times over loopback", 
                             std::chrono::duration<double, std::milli>(Clock::now() - t1).count() / 3);
       }
       report[static_cast<std::size_t>(view.rank)] = text;
-    });
+    }, "shm");
     double worst = *std::max_element(create_ms.begin(), create_ms.end());
     WARN("P=" << size << ": Engine::create (probe) " << worst << " ms\n" << report[0]);
   }
