@@ -1,6 +1,5 @@
 #include "tools/bench/run_dcomm.hpp"
 
-#include "dcomm_config.h"
 #include "tools/bench/args.hpp"
 
 namespace dcomm::bench {
@@ -65,13 +64,6 @@ class DcommLibrary : public Library {
 
 std::unique_ptr<Library> make_dcomm_library(ProcessGroupPtr pg) { return std::make_unique<DcommLibrary>(std::move(pg)); }
 
-std::optional<std::vector<std::string>> registered_algorithms(Collective c) {
-#if DCOMM_BENCH_HAVE_ALGORITHMS
-  return dcomm::algorithms(c);
-#else
-  (void)c;
-  return std::nullopt;
-#endif
-}
+std::optional<std::vector<std::string>> registered_algorithms(Collective c) { return dcomm::algorithms(c); }
 
 }  // namespace dcomm::bench
