@@ -22,7 +22,7 @@ enum class Collective : uint8_t {
 };
 const char* to_string(Collective c) noexcept;  ///< "all_reduce", "broadcast", ...
 bool parse_collective(const std::string& name, Collective* out) noexcept;
-/// The names of the algorithms registered for a collective, in the registry's order (for --algo all in tools).
+/// The algorithms this build has for a collective, by name ("ring", "tree", ...), in the registry's order.
 std::vector<std::string> algorithms(Collective c);
 
 /// Per-call options.

@@ -1,5 +1,6 @@
 #include "tools/bench/run_dcomm.hpp"
 
+#include "dcomm_config.h"
 #include "tools/bench/args.hpp"
 
 namespace dcomm::bench {
@@ -64,6 +65,8 @@ class DcommLibrary : public Library {
 
 std::unique_ptr<Library> make_dcomm_library(ProcessGroupPtr pg) { return std::make_unique<DcommLibrary>(std::move(pg)); }
 
-std::optional<std::vector<std::string>> registered_algorithms(Collective c) { return dcomm::algorithms(c); }
+std::optional<std::vector<std::string>> registered_algorithms(Collective c) {
+  return dcomm::algorithms(c);
+}
 
 }  // namespace dcomm::bench
