@@ -3,12 +3,11 @@
 // checks it matches the other ranks' calls, picks an algorithm (forced, or by the cost model) and runs it.
 
 #include <cstdint>
+#include <dcomm/process_group.hpp>
+#include <dcomm/types.hpp>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <dcomm/process_group.hpp>
-#include <dcomm/types.hpp>
 
 #include "common/deadline.hpp"
 #include "transports/mesh.hpp"
@@ -22,7 +21,7 @@ struct Args {
   Buffer recv;
   Reduction red;
   int root = 0;
-  bool vector_variant = false;                 ///< scatterv, gatherv, all_to_all_v
+  bool vector_variant = false;  ///< scatterv, gatherv, all_to_all_v
   std::vector<std::size_t> send_counts, send_displs;
   std::vector<std::size_t> recv_counts, recv_displs;
 };
@@ -37,8 +36,8 @@ struct GroupView {
 };
 
 struct EngineOptions {
-  std::size_t chunk_bytes = 0;           ///< pipelining chunk; 0: DCOMM_CHUNK_BYTES, else the default
-  bool check_calls = true;               ///< exchange a call descriptor to catch mismatched calls
+  std::size_t chunk_bytes = 0;  ///< pipelining chunk; 0: DCOMM_CHUNK_BYTES, else the default
+  bool check_calls = true;      ///< exchange a call descriptor to catch mismatched calls
 };
 
 class Engine {

@@ -4,7 +4,6 @@
 // functions, chosen by `device`. 16-bit floats are converted to float32 to combine and rounded back once.
 
 #include <cstddef>
-
 #include <dcomm/types.hpp>
 
 namespace dcomm::coll {

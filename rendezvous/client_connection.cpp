@@ -41,7 +41,8 @@ void ClientConnection::connect(Duration timeout) {
   for (;;) {
     ++attempts;
     if (attempt(deadline, &err, &reason)) return;
-    if (deadline.expired()) break;
+    // remaining() rounds down to milliseconds: stop at zero rather than retry in a tight loop for the last one.
+    if (deadline.expired() || deadline.remaining() == Duration(0)) break;
     // Exponential backoff: the server (rank 0 or dcomm-run) is usually just starting up.
     std::this_thread::sleep_for(std::min(pause, deadline.remaining()));
     pause = std::min(pause * 2, std::chrono::duration_cast<Duration>(kMaxRetryPause));

@@ -110,7 +110,7 @@ Fd try_connect(const std::vector<Resolved>& addrs, const Deadline& deadline, int
     if (::connect(fd.get(), sa, r.len) != 0) {
       if (errno != EINPROGRESS) {
         *err = errno;
-        *reason = fmt::format("connect to {}: {}", format_sockaddr(sa, r.len), std::strerror(errno));
+        *reason = fmt::format("connect to {}: {} (errno {})", format_sockaddr(sa, r.len), std::strerror(errno), errno);
         continue;
       }
       int ready = wait_ready(fd.get(), POLLOUT, deadline);
@@ -118,7 +118,7 @@ Fd try_connect(const std::vector<Resolved>& addrs, const Deadline& deadline, int
       socklen_t sl = sizeof so_error;
       if (ready <= 0 || ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &so_error, &sl) != 0 || so_error != 0) {
         *err = ready == 0 ? ETIMEDOUT : (ready < 0 ? errno : so_error);
-        *reason = fmt::format("connect to {}: {}", format_sockaddr(sa, r.len), std::strerror(*err));
+        *reason = fmt::format("connect to {}: {} (errno {})", format_sockaddr(sa, r.len), std::strerror(*err), *err);
         continue;
       }
     }

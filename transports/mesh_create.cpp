@@ -129,7 +129,7 @@ std::shared_ptr<Mesh> Mesh::create(std::shared_ptr<Store> store, const PeerInfo&
   try {
     PeerRecord mine{self, {}};
     for (auto& t : transports) {
-      t->publish(*prefixed_store(*store, prefix + "t/" + t->name() + "/"));
+      t->publish(*make_prefix_store(prefix + "t/" + t->name() + "/", store));
       mine.transports.emplace_back(t->name());
     }
     store->set(rank_key(prefix + "peer", self.rank), encode_peer(mine));
@@ -157,7 +157,7 @@ std::shared_ptr<Mesh> Mesh::create(std::shared_ptr<Store> store, const PeerInfo&
         t->close();
         continue;
       }
-      t->connect(*prefixed_store(*store, prefix + "t/" + t->name() + "/"), peers, deadline);
+      t->connect(*make_prefix_store(prefix + "t/" + t->name() + "/", store), peers, deadline);
       used.push_back(std::move(t));
     }
     transports = std::move(used);

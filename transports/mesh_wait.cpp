@@ -24,12 +24,15 @@ std::string MeshImpl::describe(const Request& r) const {
 
 std::string MeshImpl::peer_failure_locked(const Request& r) {
   if (closed_) return {};
+  // Every failed peer is named: for an any-source receive, the first one found may only have closed in
+  // reaction to the real cause, another rank's death.
+  std::string all;
   for (int p = 0; p < size(); ++p) {
     if (p == rank_ || (r.peer != kAnySource && p != r.peer)) continue;
     std::string why = route(p)->peer_failure(p);
-    if (!why.empty()) return fmt::format("rank {} is gone: {}", p, why);
+    if (!why.empty()) all.append(all.empty() ? "" : "; ").append(fmt::format("rank {} is gone: {}", p, why));
   }
-  return {};
+  return all;
 }
 
 void MeshImpl::fail_wait(std::exception_ptr cause) {

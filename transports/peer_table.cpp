@@ -1,6 +1,7 @@
 #include "transports/peer_table.hpp"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
@@ -11,6 +12,19 @@ namespace dcomm::transport {
 
 bool PeerRecord::has(const std::string& name) const {
   return std::find(transports.begin(), transports.end(), name) != transports.end();
+}
+
+PeerInfo local_peer_info(int rank, int local_rank, int node_rank, std::string host_id) {
+  PeerInfo p;
+  p.rank = rank;
+  p.local_rank = local_rank;
+  p.node_rank = node_rank;
+  p.host_id = std::move(host_id);
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  p.hostname = host;
+  p.pid = static_cast<int>(::getpid());
+  return p;
 }
 
 Store::Bytes encode_peer(const PeerRecord& rec) {

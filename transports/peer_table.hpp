@@ -18,6 +18,9 @@ struct PeerRecord {
   bool has(const std::string& name) const;
 };
 
+/// This process's PeerInfo: the given ranks and host id, with its hostname and pid.
+PeerInfo local_peer_info(int rank, int local_rank, int node_rank, std::string host_id);
+
 Store::Bytes encode_peer(const PeerRecord& rec);
 /// Throws Error naming the key when the value is not a peer record (a store shared with something else).
 PeerRecord decode_peer(const Store::Bytes& bytes, const std::string& key);

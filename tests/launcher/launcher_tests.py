@@ -7,6 +7,7 @@ Exits 0 when the case passes, 1 with a message when it fails.
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -67,7 +68,7 @@ def check_env(r, nproc, nnodes=1, node_rank=0, host_id=None, restart=0, ranks=No
                   "GROUP_RANK": node_rank, "NODE_RANK": node_rank, "TORCHELASTIC_RESTART_COUNT": restart,
                   "DCOMM_RANK": rank, "DCOMM_WORLD_SIZE": world, "DCOMM_LOCAL_RANK": local,
                   "DCOMM_LOCAL_WORLD_SIZE": nproc, "DCOMM_NODE_RANK": node_rank, "DCOMM_NODE_COUNT": nnodes,
-                  "DCOMM_STORE_HOSTED": 0, "DCOMM_RESTART_COUNT": restart,
+                  "DCOMM_STORE_HOSTED": 1, "DCOMM_RESTART_COUNT": restart,
                   "DCOMM_HOST_ID": host_id if host_id is not None else "<unset>"}
         for name, value in expect.items():
             check(env[name] == str(value), f"rank {rank}: {name}={env[name]}, expected {value}", r)
@@ -140,21 +141,25 @@ def case_fail_signal():
     check_failure(r, 2, f"signal {int(signal.SIGSEGV)} SIGSEGV (Segmentation fault)", 4)
 
 
-def start_and_wait_ready(args, nproc):
-    p = subprocess.Popen([DCOMM_RUN] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def wait_ready(p, count):
     ready = 0
     deadline = time.monotonic() + RUN_TIMEOUT_S
-    while ready < nproc and time.monotonic() < deadline:
+    while ready < count and time.monotonic() < deadline:
         line = p.stdout.readline()
         if not line:
             break
         ready += line.endswith("]: ready\n")
-    return p, ready
+    check(ready == count, f"only {ready} of {count} ranks started")
+
+
+def start_and_wait_ready(args, nproc):
+    p = subprocess.Popen([DCOMM_RUN] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_ready(p, nproc)
+    return p
 
 
 def case_sigterm_forwarded():
-    p, ready = start_and_wait_ready(["--nproc-per-node", "3", "--", PROBE, "sleep"], 3)
-    check(ready == 3, f"only {ready} of 3 ranks started")
+    p = start_and_wait_ready(["--nproc-per-node", "3", "--", PROBE, "sleep"], 3)
     p.send_signal(signal.SIGTERM)
     out, err = p.communicate(timeout=PROMPT_STOP_S)
     for rank in range(3):
@@ -164,9 +169,7 @@ def case_sigterm_forwarded():
 
 
 def case_grace_then_kill():
-    p, ready = start_and_wait_ready(["--nproc-per-node", "2", "--grace-period", "0.5", "--", PROBE, "sleep-ignore"],
-                                    2)
-    check(ready == 2, f"only {ready} of 2 ranks started")
+    p = start_and_wait_ready(["--nproc-per-node", "2", "--grace-period", "0.5", "--", PROBE, "sleep-ignore"], 2)
     start = time.monotonic()
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=PROMPT_STOP_S)
@@ -231,6 +234,86 @@ def case_bad_command_lines():
         lines = r.stderr.splitlines()
         check(r.returncode == 2 and len(lines) == 1 and lines[0].startswith("dcomm-run: error: ") and not r.stdout,
               f"dcomm-run {' '.join(args)}: expected exit 2 and one error line", r)
+
+
+def free_port():
+    # Several launchers must meet at a fixed port: take one the kernel says is free right now.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return str(s.getsockname()[1])
+
+
+def case_port_in_use():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        r = run(["--nproc-per-node", "1", "--master-port", str(s.getsockname()[1]), "--", "true"])
+    lines = r.stderr.splitlines()
+    check(r.returncode == 2 and len(lines) == 1 and lines[0].startswith("dcomm-run: error: cannot host the store"),
+          "a taken port: exit 2 and one line", r)
+
+
+def start_nodes(nodes, program, options=(), nproc=(2, 2)):
+    """Starts one launcher per node rank in `nodes` on this machine, all meeting at one port."""
+    port = free_port()
+    procs = []
+    for node in nodes:
+        args = ["--nnodes", "2", "--node-rank", str(node), "--nproc-per-node", str(nproc[node]), "--master-port",
+                port] + list(options) + ["--", PROBE] + program
+        procs.append(subprocess.Popen([DCOMM_RUN] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    return procs
+
+
+def finish(procs):
+    results = []
+    for p in procs:
+        out, err = p.communicate(timeout=RUN_TIMEOUT_S)
+        results.append(subprocess.CompletedProcess(p.args, p.returncode, out, err))
+    return results
+
+
+def case_nodes_local():
+    results = finish(start_nodes([0, 1], ["env"]))
+    run_ids = {check_env(r, 2, nnodes=2, node_rank=node) for node, r in enumerate(results)}
+    check(len(run_ids) == 1, f"the nodes disagree on the run id: {run_ids}")
+
+
+def case_nodes_disagree():
+    for r in finish(start_nodes([0, 1], ["env"], nproc=(2, 3))):
+        check(r.returncode == 3 and "dcomm-run: error: nodes disagree: node 1 (host " in r.stderr and
+              "runs --nproc-per-node 3 but node 0" in r.stderr and not r.stdout, "exit 3 naming both counts", r)
+
+
+def case_rdzv_timeout():
+    r = run(["--nnodes", "2", "--node-rank", "0", "--nproc-per-node", "1", "--rdzv-timeout", "1", "--master-port",
+             free_port(), "--", PROBE, "env"])
+    check(r.returncode == 3 and "rendezvous timed out after " in r.stderr and
+          "1 of 2 nodes arrived (missing node ranks: 1)" in r.stderr and not r.stdout, "exit 3 naming the count", r)
+
+
+def case_node0_lost():
+    node0, node1 = start_nodes([0, 1], ["sleep"])
+    wait_ready(node0, 2)
+    wait_ready(node1, 2)
+    node0.kill()  # its ranks die with it (PR_SET_PDEATHSIG), and its store closes
+    node0.wait()
+    (r,) = finish([node1])
+    check(r.returncode == 3 and "dcomm-run: error: lost the store at 127.0.0.1:" in r.stderr, "node 1 exits 3", r)
+    for rank in (2, 3):
+        check(f"rank {rank} got SIGTERM" in r.stdout, f"node 1 stopped rank {rank}", r)
+
+
+def case_remote_interrupt():
+    node0, node1 = start_nodes([0, 1], ["sleep"])
+    wait_ready(node0, 2)
+    wait_ready(node1, 2)
+    node1.send_signal(signal.SIGTERM)
+    r0, r1 = finish([node0, node1])
+    check(r1.returncode == 143 and r0.returncode == 143, "both launchers exit 128 + SIGTERM", r0)
+    check(re.search(r"\[1\] dcomm-run on node 1 \(host \S+, pid \d+\) received signal 15 SIGTERM", r0.stderr),
+          "node 0 names node 1's signal as the root cause", r0)
+    for rank in (0, 1):
+        check(f"rank {rank} got SIGTERM" in r0.stdout, f"node 0 stopped rank {rank}", r0)
 
 
 def main():

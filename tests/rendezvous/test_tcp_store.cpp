@@ -213,3 +213,17 @@ TEST_CASE("tcp store: hundreds of clients on one server", "[store][tcp]") {
   for (int i = 0; i < 300; ++i) CHECK(clients[(i + 7) % 300]->get_string(fmt::format("c{}", i)) == std::to_string(i * 3 + 1));
   CHECK(clients[0]->num_keys() == 300);
 }
+
+TEST_CASE("tcp store: IPv6 loopback", "[store][tcp]") {
+  std::unique_ptr<TcpStoreServer> server;
+  try {
+    server = start_tcp_store_server("::1", 0);
+  } catch (const SystemError& e) {
+    WARN("no IPv6 loopback here, skipped: " << e.what());
+    return;
+  }
+  auto c = connect_tcp_store("::1", server->port(), opts());
+  CHECK(c->describe() == fmt::format("tcp://[::1]:{}", server->port()));
+  c->set("six", std::string("v6"));
+  CHECK(connect_tcp_store("::1", server->port(), opts())->get_string("six") == "v6");
+}

@@ -1,5 +1,5 @@
 // The conformance suite in one process: ranks are threads, over every transport that can join threads
-// (loopback, shm), for worlds of 1 to 4 ranks.
+// (loopback, shm, ucx), for worlds of 1 to 4 ranks.
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
@@ -102,4 +102,36 @@ TEST_CASE("mesh setup rejects bad arguments and unknown transports before any I/
     log.expect(!m.poisoned(), "a rejected call poisoned the mesh");
   });
   require_no_failures(failures);
+}
+
+TEST_CASE("several threads drive one rank's mesh at once", "[transport]") {
+  for (const auto& name : dcomm::test::in_process_transports()) {
+    INFO("transport " << name);
+    auto failures = dcomm::test::run_world(name, 2, [](Mesh& m, RankLog& log) {
+      constexpr int kThreads = 3, kMessages = 50;
+      std::vector<RankLog> logs(kThreads);
+      std::vector<std::thread> threads;
+      int other = 1 - m.rank();
+      for (int t = 0; t < kThreads; ++t) {
+        threads.emplace_back([&, t] {
+          for (int i = 0; i < kMessages; ++i) {
+            std::size_t bytes = static_cast<std::size_t>(1 + (i * 611 + t * 97) % 40000);
+            auto out = dcomm::test::make_payload(m.rank(), other, static_cast<uint64_t>(t * 1000 + i), bytes);
+            std::vector<uint8_t> in(bytes);
+            auto tag = static_cast<uint64_t>(20 + t);
+            auto r = m.irecv(other, tag, in.data(), bytes);
+            auto s = m.isend(other, tag, out.data(), bytes);
+            dcomm::test::wait_ok(m, *s, logs[t], "threaded send");
+            if (dcomm::test::wait_ok(m, *r, logs[t], "threaded recv")) {
+              dcomm::test::check_payload(logs[t], in, r->received, other, m.rank(),
+                                         static_cast<uint64_t>(t * 1000 + i), bytes, "threaded");
+            }
+          }
+        });
+      }
+      for (auto& th : threads) th.join();
+      for (auto& l : logs) log.failures.insert(log.failures.end(), l.failures.begin(), l.failures.end());
+    });
+    require_no_failures(failures);
+  }
 }

@@ -5,7 +5,6 @@
 
 #include <thread>
 
-#include "tests/transports/memory_store.hpp"
 #include "transports/registry.hpp"
 
 namespace dcomm::test {
@@ -14,13 +13,13 @@ std::vector<std::string> in_process_transports() {
   std::vector<std::string> out;
   for (const auto& e : transport::transport_table()) {
     std::string n = e.name;
-    if (n == "loopback" || n == "shm") out.push_back(n);
+    if (n == "loopback" || n == "shm" || n == "ucx") out.push_back(n);  // ucx: one UCP worker per thread
   }
   return out;
 }
 
 std::vector<std::string> run_world(const std::string& transport, int world_size, const RankBody& body) {
-  auto store = std::make_shared<MemoryStore>();
+  auto store = make_memory_store(std::chrono::seconds(60));
   std::vector<RankLog> logs(static_cast<std::size_t>(world_size));
   std::vector<std::thread> threads;
   for (int r = 0; r < world_size; ++r) {

@@ -1,21 +1,22 @@
 #include "tools/run/launcher.hpp"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
 #include <random>
 
 #include <dcomm/error.hpp>
+#include <dcomm/store.hpp>
 #include <fmt/format.h>
 
+#include "tools/run/node_rendezvous.hpp"
 #include "tools/run/supervisor.hpp"
 
 namespace dcomm::run {
 namespace {
+
+// How long node 0's launcher keeps the store up, beyond the grace period, for the other launchers to finish.
+constexpr Duration kFinishBound = std::chrono::seconds(30);
 
 std::string this_host() {
   char name[256] = {};
@@ -29,42 +30,19 @@ std::string new_run_id() {
   return fmt::format("{:016x}", dist(rd) ^ (static_cast<uint64_t>(::getpid()) << 32));
 }
 
-// Until the launcher hosts the store, a free port is found by binding port 0 and releasing it; rank 0 hosts.
-int free_port(const std::string& addr) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) throw SystemError("socket", errno);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  ::inet_pton(AF_INET, addr.c_str(), &sa.sin_addr);
-  socklen_t len = sizeof(sa);
-  int port = -1;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) == 0) {
-    port = ntohs(sa.sin_port);
-  }
-  int err = errno;
-  ::close(fd);
-  if (port < 0) throw SystemError("finding a free port on " + addr, err);
-  return port;
-}
-
 void print_line(const std::string& line) {
   std::string s = line + "\n";
   std::fputs(s.c_str(), stderr);
   std::fflush(stderr);
 }
 
-}  // namespace
+int interrupted(int sig, const char* when) {
+  print_line(fmt::format("dcomm-run: received {} {}; exiting", describe_signal(sig), when));
+  return kExitSignalBase + sig;
+}
 
-int run_launcher(const LaunchOptions& options, SignalWatcher& signals) {
-  const std::string host = this_host();
-  RoundInfo round;
-  round.run_id = new_run_id();
-  round.master_addr = options.master_addr;
-  round.master_port = options.master_port != 0 ? options.master_port : free_port(options.master_addr);
-  round.store_hosted = false;
-
-  Supervisor supervisor(options, signals, nullptr, host);
+// The rounds of ranks: run one, and while it failed and restarts remain, run the next.
+int run_rounds(const LaunchOptions& options, Supervisor& supervisor, NodeRendezvous* link, RoundInfo round) {
   for (int restart = 0;; ++restart) {
     round.restart_count = restart;
     RoundResult r;
@@ -82,21 +60,72 @@ int run_launcher(const LaunchOptions& options, SignalWatcher& signals) {
                                r.stopped.size()));
         return kExitSignalBase + r.signal;
       case RoundResult::Outcome::kLinkLost:
-        print_line(fmt::format("dcomm-run: error: lost the store at {}:{} ({}); stopped this node's ranks",
+        print_line(fmt::format("dcomm-run: error: lost the store at {}:{}, hosted by node 0's dcomm-run ({}); "
+                               "stopped this node's ranks",
                                round.master_addr, round.master_port, r.link_error));
         return kExitLauncherError;
       case RoundResult::Outcome::kFailed:
         break;
     }
-    if (restart < options.max_restarts) {
+    if (restart < options.max_restarts && r.link_error.empty()) {
       print_line(fmt::format("dcomm-run: {}; restarting the group (restart {} of {})",
                              describe_failure_briefly(r.failures.front()), restart + 1, options.max_restarts));
+      if (link != nullptr) link->restart_barrier(restart);
       continue;
     }
     std::string summary = format_failure_summary(r.failures, r.stopped, options.world_size());
+    if (!r.link_error.empty()) summary += fmt::format("dcomm-run: the other nodes were not told: {}\n", r.link_error);
     std::fputs(summary.c_str(), stderr);
     return exit_code_for(r.failures.front());
   }
+}
+
+}  // namespace
+
+int run_launcher(const LaunchOptions& options, SignalWatcher& signals) {
+  const std::string host = this_host();
+  RoundInfo round;
+  round.master_addr = options.master_addr;
+  round.master_port = options.master_port;
+  round.store_hosted = true;
+  round.run_id = new_run_id();
+
+  std::unique_ptr<TcpStoreServer> server;
+  if (options.host_store && options.node_rank == 0) {
+    try {
+      server = start_tcp_store_server(options.master_addr, static_cast<uint16_t>(options.master_port));
+    } catch (const Error& e) {
+      throw UsageError(fmt::format("cannot host the store on {}:{}: {}", options.master_addr, options.master_port,
+                                   e.what()));
+    }
+    round.master_port = server->port();
+  }
+
+  std::unique_ptr<NodeRendezvous> link;
+  int rc = kExitLauncherError;
+  const char* phase = "while connecting to the store";
+  try {
+    if (options.nnodes > 1) {
+      auto store = connect_store(round.master_addr, round.master_port, options.rdzv_timeout, signals);
+      link = std::make_unique<NodeRendezvous>(options, store, signals, host);
+      phase = "while waiting for the other nodes";
+      round.run_id = link->join(round.run_id);
+    }
+    phase = "between rounds";
+    Supervisor supervisor(options, signals, link.get(), host);
+    rc = run_rounds(options, supervisor, link.get(), round);
+    if (link != nullptr && rc != kExitLauncherError) link->finish(options.grace_period + kFinishBound);
+  } catch (const Interrupted& i) {
+    return interrupted(i.signal, phase);
+  } catch (const LaunchError& e) {
+    print_line(fmt::format("dcomm-run: error: {}", e.what()));
+    return kExitLauncherError;
+  } catch (const Error& e) {
+    print_line(fmt::format("dcomm-run: error: the store at {}:{} failed: {}", round.master_addr, round.master_port,
+                           e.what()));
+    return kExitLauncherError;
+  }
+  return rc;
 }
 
 }  // namespace dcomm::run

@@ -2,16 +2,19 @@
 
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include <dcomm/error.hpp>
 
 #include "tools/run/launcher.hpp"
 #include "tools/run/options.hpp"
+#include "tools/run/rank_exec.hpp"
 #include "tools/run/signals.hpp"
 #include "tools/run/summary.hpp"
 
 int main(int argc, char** argv) {
   using namespace dcomm::run;
+  if (argc > 1 && std::string(argv[1]) == kExecRankFlag) return exec_rank_main(argc, argv);
   try {
     // Before anything can start a thread (the store server), so that every thread keeps these signals blocked.
     SignalWatcher signals;

@@ -6,8 +6,10 @@
 
 #include <cerrno>
 
+#include <dcomm/error.hpp>
 #include <fmt/format.h>
 
+#include "tools/run/rank_exec.hpp"
 #include "tools/run/spawn.hpp"
 
 namespace dcomm::run {
@@ -16,6 +18,12 @@ void RankGroup::start(const RoundInfo& round) {
   ranks_.clear();
   ranks_.reserve(static_cast<std::size_t>(options_.nproc_per_node));
   const std::vector<std::string> base = current_environment();
+  std::string why;
+  if (resolve_program(options_.command.front(), &why).empty()) {
+    const int err = why == "not an executable file" ? EACCES : ENOENT;
+    throw SystemError(fmt::format("cannot start '{}' ({})", options_.command.front(), why), err);
+  }
+  const std::vector<std::string> argv = exec_rank_argv(options_.command);
   for (int local = 0; local < options_.nproc_per_node; ++local) {
     Rank r;
     r.exit.rank = global_rank(options_, local);
@@ -24,7 +32,7 @@ void RankGroup::start(const RoundInfo& round) {
     r.exit.host = host_;
     SpawnedProcess p;
     try {
-      p = spawn_process(options_.command, merge_environment(base, rank_variables(options_, round, local)));
+      p = spawn_process(argv, merge_environment(base, rank_variables(options_, round, local)));
     } catch (...) {
       signal_all(SIGKILL, false);
       for (auto& started : ranks_) {

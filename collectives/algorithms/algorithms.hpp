@@ -1,0 +1,47 @@
+#pragma once
+// The entry points of every algorithm file, for the table in collectives/registry.cpp. Each file defines
+// run_<collective>_<name>, cost_<collective>_<name> and, where it does not handle every call,
+// supports_<collective>_<name>.
+
+#include "collectives/registry.hpp"
+
+namespace dcomm::coll {
+
+#define DCOMM_ALGORITHM(id)    \
+  void run_##id(Context& ctx); \
+  double cost_##id(const CostParams& p, double bytes, int size);
+
+DCOMM_ALGORITHM(all_reduce_ring)
+DCOMM_ALGORITHM(all_reduce_tree)
+DCOMM_ALGORITHM(all_reduce_double_tree)
+DCOMM_ALGORITHM(all_reduce_butterfly)
+DCOMM_ALGORITHM(all_reduce_rabenseifner)
+DCOMM_ALGORITHM(all_reduce_one_to_all)
+DCOMM_ALGORITHM(broadcast_binomial)
+DCOMM_ALGORITHM(broadcast_scatter_allgather)
+DCOMM_ALGORITHM(broadcast_chain)
+DCOMM_ALGORITHM(reduce_binomial)
+DCOMM_ALGORITHM(reduce_linear)
+DCOMM_ALGORITHM(scatter_linear)
+DCOMM_ALGORITHM(scatter_binomial)
+DCOMM_ALGORITHM(gather_linear)
+DCOMM_ALGORITHM(gather_binomial)
+DCOMM_ALGORITHM(all_gather_ring)
+DCOMM_ALGORITHM(all_gather_recursive_doubling)
+DCOMM_ALGORITHM(reduce_scatter_ring)
+DCOMM_ALGORITHM(reduce_scatter_recursive_halving)
+DCOMM_ALGORITHM(all_to_all_pairwise)
+DCOMM_ALGORITHM(barrier_dissemination)
+
+#undef DCOMM_ALGORITHM
+
+/// For algorithms that handle every call.
+bool supports_any(const Args& args, const GroupView& view);
+/// For algorithms without v-variant support (scatterv, gatherv, all_to_all_v).
+bool supports_regular(const Args& args, const GroupView& view);
+
+/// Shorthands for the cost formulas: ceil(log2 P) and the (P-1)/P fraction.
+double log2_rounds(int size);
+double fraction(int size);
+
+}  // namespace dcomm::coll

@@ -1,0 +1,22 @@
+// all_gather[ring]: each rank puts its block at its place in `recv`; then in round s = 0..P-2 rank r sends
+// block r-s to rank r+1 and receives block r-s-1 from rank r-1, forwarding chunk-sized pieces as they land.
+// Cost: (P-1)α + (P-1)/P·nβ (n = the gathered bytes).
+
+#include "collectives/algorithms/algorithms.hpp"
+#include "collectives/layout.hpp"
+#include "collectives/primitives.hpp"
+
+namespace dcomm::coll {
+
+void run_all_gather_ring(Context& c) {
+  const Args& a = c.args;
+  std::vector<pattern::Block> blocks = uniform_blocks(a.send.count, c.size());
+  c.copy(c.at(a.recv.data, blocks[static_cast<std::size_t>(c.rank())].offset), a.send.data, a.send.count);
+  ring_pass(c, static_cast<char*>(a.recv.data), blocks, 0, /*reduce=*/false, 0);
+}
+
+double cost_all_gather_ring(const CostParams& p, double n, int size) {
+  return (size - 1) * p.alpha + fraction(size) * n * p.beta;
+}
+
+}  // namespace dcomm::coll

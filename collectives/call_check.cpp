@@ -1,0 +1,126 @@
+#include "collectives/call_check.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <dcomm/error.hpp>
+
+#include "collectives/dissemination.hpp"
+
+namespace dcomm::coll {
+
+namespace {
+
+bool rooted(Collective c) {
+  return c == Collective::kBroadcast || c == Collective::kReduce || c == Collective::kScatter ||
+         c == Collective::kGather;
+}
+
+bool reducing(Collective c) {
+  return c == Collective::kAllReduce || c == Collective::kReduce || c == Collective::kReduceScatter;
+}
+
+// The count every rank passes alike for each collective.
+uint64_t agreed_count(const Args& a) {
+  switch (a.coll) {
+    case Collective::kScatter:
+    case Collective::kReduceScatter:
+      return a.recv.count;
+    case Collective::kBarrier:
+      return 0;
+    default:
+      return a.send.count;
+  }
+}
+
+// The merged state: the lowest rank seen and its call, and the lowest seen rank whose call differs from it.
+struct Summary {
+  int32_t low = 0;
+  int32_t bad = -1;
+  CallDescriptor low_call;
+  CallDescriptor bad_call;
+};
+
+bool same(const CallDescriptor& a, const CallDescriptor& b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+void merge(Summary& m, const Summary& t) {
+  // Order the two by their lowest rank; the result is relative to the lower one's call.
+  const Summary& lo = m.low <= t.low ? m : t;
+  const Summary& hi = m.low <= t.low ? t : m;
+  Summary out = lo;
+  int32_t cand = -1;
+  CallDescriptor cand_call;
+  if (!same(hi.low_call, lo.low_call)) {
+    cand = hi.low, cand_call = hi.low_call;  // hi's lowest rank is the lowest of hi's that differ
+  } else if (hi.bad >= 0) {
+    cand = hi.bad, cand_call = hi.bad_call;
+  }
+  if (cand >= 0 && (out.bad < 0 || cand < out.bad)) out.bad = cand, out.bad_call = cand_call;
+  m = out;
+}
+
+std::string first_difference(const CallDescriptor& a, const CallDescriptor& b) {
+  auto dt = [](uint8_t v) { return to_string(static_cast<DType>(v)); };
+  auto op = [](uint8_t v) { return to_string(static_cast<ReduceOp>(v)); };
+  if (a.collective != b.collective) {
+    return fmt::format("collective {} vs {}", to_string(static_cast<Collective>(a.collective)),
+                       to_string(static_cast<Collective>(b.collective)));
+  }
+  if (a.vector_variant != b.vector_variant) return "v-variant vs regular form";
+  if (a.dtype != b.dtype) return fmt::format("dtype {} vs {}", dt(a.dtype), dt(b.dtype));
+  if (a.count != b.count) return fmt::format("count {} vs {}", a.count, b.count);
+  if (a.op != b.op) return fmt::format("op {} vs {}", op(a.op), op(b.op));
+  if (a.root != b.root) return fmt::format("root {} vs {}", a.root, b.root);
+  return fmt::format("algorithm {} vs {}", a.algorithm, b.algorithm);
+}
+
+}  // namespace
+
+CallDescriptor describe_call(const Args& args, const Algorithm& algorithm) {
+  CallDescriptor d;
+  Collective c = args.coll;
+  d.collective = static_cast<uint8_t>(c);
+  d.vector_variant = args.vector_variant ? 1 : 0;
+  const Buffer& data = c == Collective::kScatter ? args.recv : args.send;  // the buffer every rank passes
+  d.dtype = c == Collective::kBarrier ? 0 : static_cast<uint8_t>(data.dtype);
+  d.count = args.vector_variant ? 0 : agreed_count(args);
+  d.op = reducing(c) ? static_cast<uint8_t>(args.red.op) : 0;
+  d.root = rooted(c) ? args.root : 0;
+  std::strncpy(d.algorithm, algorithm.name, sizeof d.algorithm - 1);
+  return d;
+}
+
+std::string to_string(const CallDescriptor& d) {
+  auto c = static_cast<Collective>(d.collective);
+  std::string s = fmt::format("{}{}(dtype {}, count {}", to_string(c), d.vector_variant ? "_v" : "",
+                              to_string(static_cast<DType>(d.dtype)), d.count);
+  if (reducing(c)) s += fmt::format(", op {}", to_string(static_cast<ReduceOp>(d.op)));
+  if (rooted(c)) s += fmt::format(", root {}", d.root);
+  return s + fmt::format(", algorithm {})", d.algorithm);
+}
+
+void check_calls_match(const Context& c, const CallDescriptor& mine) {
+  Summary s;
+  s.low = c.rank();
+  s.low_call = mine;
+  std::vector<uint8_t> state(sizeof s);
+  std::memcpy(state.data(), &s, sizeof s);
+  dissemination_merge(c, kCheckStepBase, state, [](std::vector<uint8_t>& m, const std::vector<uint8_t>& t) {
+    Summary a, b;
+    std::memcpy(&a, m.data(), sizeof a);
+    std::memcpy(&b, t.data(), sizeof b);
+    merge(a, b);
+    std::memcpy(m.data(), &a, sizeof a);
+  });
+  std::memcpy(&s, state.data(), sizeof s);
+  if (s.bad < 0) return;
+  throw InvalidUsageError(fmt::format(
+      "{}: mismatched collective calls (call #{} of this group): rank {} called {} but rank {} called {} ({}); "
+      "every rank must issue the same collectives in the same order with the same dtype, count, op, root and "
+      "algorithm",
+      c.what, c.seq, s.bad, to_string(s.bad_call), s.low, to_string(s.low_call),
+      first_difference(s.bad_call, s.low_call)));
+}
+
+}  // namespace dcomm::coll

@@ -1,0 +1,97 @@
+#include "collectives/context.hpp"
+
+#include <fmt/format.h>
+
+#include <dcomm/error.hpp>
+#include <utility>
+
+#include "collectives/reduce.hpp"
+#include "transports/tags.hpp"
+
+
+namespace dcomm::coll {
+
+
+namespace {
+
+// The dtype and device that describe a call's elements (barrier has none: bytes).
+const Buffer& primary(const Args& a) { return a.send.data != nullptr || a.send.count > 0 ? a.send : a.recv; }
+
+}  // namespace
+
+Context::Context(const Args& a, const GroupView& v, const Deadline& d, uint64_t s, std::string w, std::size_t chunk)
+    : args(a),
+      view(v),
+      deadline(d),
+      seq(s),
+      what(std::move(w)),
+      chunk_bytes(chunk),
+      dtype_(primary(a).dtype),
+      esize_(dtype_size(primary(a).dtype)),
+      device_(primary(a).device) {}
+
+ReduceOp Context::op() const {
+  ReduceOp op = args.red.op;
+  return op == ReduceOp::kAvg || op == ReduceOp::kPreMulSum ? ReduceOp::kSum : op;
+}
+
+std::size_t Context::chunk_elems() const { return chunk_bytes / esize_ > 0 ? chunk_bytes / esize_ : 1; }
+
+namespace {
+
+int world_rank(const GroupView& v, int peer) {
+  return v.world_ranks.empty() ? peer : v.world_ranks[static_cast<std::size_t>(peer)];
+}
+
+}  // namespace
+
+transport::RequestPtr Context::isend(int peer, uint32_t step, const void* data, std::size_t bytes) const {
+  return view.mesh->isend(world_rank(view, peer), transport::collective_tag(view.context, seq, step), data, bytes,
+                          device_);
+}
+
+transport::RequestPtr Context::irecv(int peer, uint32_t step, void* data, std::size_t bytes) const {
+  return view.mesh->irecv(world_rank(view, peer), transport::collective_tag(view.context, seq, step), data, bytes,
+                          device_);
+}
+
+void Context::wait(const transport::RequestPtr& r) const {
+  view.mesh->wait(*r, deadline, what);
+  if (r->kind == transport::Request::Kind::kRecv && r->received != r->capacity) {
+    throw InvalidUsageError(
+        fmt::format("{}: received {} from rank {} where {} were expected; the ranks' calls disagree on sizes (counts, "
+                    "displacements or dtypes) - check that every rank passes matching arguments",
+                    what, format_bytes(r->received), r->source, format_bytes(r->capacity)));
+  }
+}
+
+void Context::wait_all(std::vector<transport::RequestPtr>& rs) const {
+  for (auto& r : rs) wait(r);
+  rs.clear();
+}
+
+void Context::send(int peer, uint32_t step, const void* data, std::size_t bytes) const {
+  wait(isend(peer, step, data, bytes));
+}
+
+void Context::recv(int peer, uint32_t step, void* data, std::size_t bytes) const {
+  wait(irecv(peer, step, data, bytes));
+}
+
+void Context::sendrecv(int to, const void* sdata, std::size_t sbytes, int from, void* rdata, std::size_t rbytes,
+                       uint32_t step) const {
+  auto r = irecv(from, step, rdata, rbytes);
+  auto s = isend(to, step, sdata, sbytes);
+  wait(r);
+  wait(s);
+}
+
+void Context::reduce(void* dst, const void* src, std::size_t count) const {
+  reduce_into(dst, src, count, dtype_, op(), device_);
+}
+
+void Context::copy(void* dst, const void* src, std::size_t count) const {
+  copy_bytes(dst, src, count * esize_, device_);
+}
+
+}  // namespace dcomm::coll

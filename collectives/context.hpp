@@ -1,0 +1,90 @@
+#pragma once
+// What an algorithm runs with: the call, the group, the deadline, and small helpers for tagged point-to-point
+// messages among group ranks, reductions and scratch memory. One Context per collective call.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "collectives/engine.hpp"
+#include "collectives/patterns.hpp"
+#include "transports/mesh.hpp"
+
+namespace dcomm::coll {
+
+/// Steps at and above this are reserved for the engine's call check; algorithms number theirs from 0.
+inline constexpr uint32_t kCheckStepBase = 2016;
+
+/// Memory for intermediate data, on the call's device.
+class Scratch {
+ public:
+  Scratch() = default;
+  Scratch(std::size_t bytes, const Device& device);
+  Scratch(Scratch&& other) noexcept;
+  Scratch& operator=(Scratch&& other) noexcept;
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  ~Scratch();
+  char* data() { return data_; }
+
+ private:
+  char* data_ = nullptr;
+  Device device_{};
+};
+
+class Context {
+ public:
+  Context(const Args& args, const GroupView& view, const Deadline& deadline, uint64_t seq, std::string what,
+          std::size_t chunk_bytes);
+
+  const Args& args;
+  const GroupView& view;
+  const Deadline& deadline;
+  const uint64_t seq;
+  const std::string what;         ///< "all_reduce[ring] rank 2/4": starts every error message
+  const std::size_t chunk_bytes;  ///< pipelining unit
+
+  /// The buffer a reducing collective combines in (the engine prepares it: input copied, pre-scaled); null
+  /// for the others.
+  char* work = nullptr;
+  /// Elements in `work`.
+  std::size_t work_count = 0;
+
+  int rank() const { return view.rank; }
+  int size() const { return view.size; }
+  DType dtype() const { return dtype_; }
+  std::size_t esize() const { return esize_; }
+  const Device& device() const { return device_; }
+  /// The combining op: avg and premul_sum combine as sum (the engine scales before and divides after).
+  ReduceOp op() const;
+  /// Elements per pipelining piece (at least 1).
+  std::size_t chunk_elems() const;
+
+  /// Byte address of element `elem` of `base`.
+  char* at(void* base, std::size_t elem) const { return static_cast<char*>(base) + elem * esize_; }
+  const char* at(const void* base, std::size_t elem) const { return static_cast<const char*>(base) + elem * esize_; }
+
+  // Point-to-point among group ranks; `step` tells an algorithm's phases apart (< kCheckStepBase).
+  transport::RequestPtr isend(int peer, uint32_t step, const void* data, std::size_t bytes) const;
+  transport::RequestPtr irecv(int peer, uint32_t step, void* data, std::size_t bytes) const;
+  /// Waits; a receive must get exactly the bytes it asked for (else the ranks' calls disagree).
+  void wait(const transport::RequestPtr& r) const;
+  void wait_all(std::vector<transport::RequestPtr>& rs) const;
+  void send(int peer, uint32_t step, const void* data, std::size_t bytes) const;
+  void recv(int peer, uint32_t step, void* data, std::size_t bytes) const;
+  void sendrecv(int to, const void* sdata, std::size_t sbytes, int from, void* rdata, std::size_t rbytes,
+                uint32_t step) const;
+
+  // Element operations on the call's dtype and device.
+  void reduce(void* dst, const void* src, std::size_t count) const;
+  void copy(void* dst, const void* src, std::size_t count) const;
+  Scratch scratch(std::size_t count) const { return Scratch(count * esize_, device_); }
+
+ private:
+  DType dtype_;
+  std::size_t esize_;
+  Device device_;
+};
+
+}  // namespace dcomm::coll

@@ -1,0 +1,101 @@
+#include "collectives/cost_model.hpp"
+
+#include <fmt/format.h>
+
+#include <dcomm/error.hpp>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace dcomm::coll {
+
+double model_bytes(const Args& a, int size) {
+  auto bytes = [](const Buffer& b) { return static_cast<double>(b.bytes()); };
+  switch (a.coll) {
+    case Collective::kAllReduce:
+    case Collective::kBroadcast:
+    case Collective::kReduce:
+    case Collective::kAllToAll:
+      return bytes(a.send);
+    case Collective::kAllGather:
+      return bytes(a.send) * size;
+    case Collective::kReduceScatter:
+      return bytes(a.recv) * size;
+    case Collective::kScatter:
+      return bytes(a.recv) * size;
+    case Collective::kGather:
+      return bytes(a.send) * size;
+    case Collective::kBarrier:
+      return 0;
+  }
+  return 0;
+}
+
+std::vector<Prediction> predict(const Args& args, const GroupView& view, const CostParams& params) {
+  std::vector<Prediction> out;
+  double n = model_bytes(args, view.size);
+  for (const Algorithm* a : algorithms_for(args.coll)) {
+    if (a->supports(args, view)) out.push_back({a, a->cost(params, n, view.size)});
+  }
+  return out;
+}
+
+const Algorithm* cheapest(const Args& args, const GroupView& view, const CostParams& params) {
+  const Algorithm* best = nullptr;
+  double best_t = 0;
+  for (const Prediction& p : predict(args, view, params)) {
+    if (best == nullptr || p.seconds < best_t) best = p.algorithm, best_t = p.seconds;
+  }
+  return best;
+}
+
+Args sample_args(Collective c, std::size_t bytes, int size) {
+  Args a;
+  a.coll = c;
+  auto per_rank = bytes / static_cast<std::size_t>(size > 0 ? size : 1);
+  switch (c) {
+    case Collective::kAllGather:
+    case Collective::kGather:
+      a.send.count = per_rank;
+      break;
+    case Collective::kReduceScatter:
+    case Collective::kScatter:
+      a.recv.count = per_rank;
+      break;
+    case Collective::kBarrier:
+      break;
+    default:
+      a.send.count = bytes;
+      break;
+  }
+  return a;
+}
+
+CostParams load_tuning_file(const std::string& path, CostParams p) {
+  std::ifstream in(path);
+  if (!in) {
+    throw InvalidUsageError(fmt::format("DCOMM_TUNING_FILE '{}' cannot be read; unset it to probe the links", path));
+  }
+  try {
+    nlohmann::json j = nlohmann::json::parse(in);
+    p.alpha = j.value("alpha_s", p.alpha);
+    p.beta = j.value("beta_s_per_byte", p.beta);
+    p.gamma = j.value("gamma_s_per_byte", p.gamma);
+  } catch (const nlohmann::json::exception& e) {
+    throw InvalidUsageError(
+        fmt::format("DCOMM_TUNING_FILE '{}' is not valid: {}; expected "
+                    "{{\"alpha_s\": ..., \"beta_s_per_byte\": ..., \"gamma_s_per_byte\": ...}}",
+                    path, e.what()));
+  }
+  if (!(p.alpha >= 0 && p.beta >= 0 && p.gamma >= 0)) {
+    throw InvalidUsageError(fmt::format("DCOMM_TUNING_FILE '{}': alpha, beta and gamma must be >= 0", path));
+  }
+  return p;
+}
+
+std::string tuning_json(const CostParams& p) {
+  nlohmann::json j = {{"alpha_s", p.alpha}, {"beta_s_per_byte", p.beta}, {"gamma_s_per_byte", p.gamma}};
+  return j.dump(2);
+}
+
+}  // namespace dcomm::coll

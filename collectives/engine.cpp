@@ -1,0 +1,108 @@
+// The Engine: validate, select, check the call across ranks, prepare the reduction, run the algorithm.
+
+#include "collectives/engine.hpp"
+
+#include <fmt/format.h>
+
+#include <dcomm/error.hpp>
+
+#include "collectives/call_check.hpp"
+#include "collectives/context.hpp"
+#include "collectives/reduce.hpp"
+#include "collectives/selector.hpp"
+#include "collectives/validate.hpp"
+#include "common/env.hpp"
+
+namespace dcomm::coll {
+
+namespace {
+
+constexpr std::size_t kDefaultChunkBytes = 512 * 1024;
+
+class EngineImpl final : public Engine {
+ public:
+  EngineImpl(GroupView view, std::size_t chunk_bytes, bool check_calls, CostParams params, std::string source,
+             std::map<Collective, std::string> env_forced)
+      : view_(std::move(view)),
+        chunk_bytes_(chunk_bytes),
+        check_calls_(check_calls),
+        selector_(params, std::move(source), std::move(env_forced)) {}
+
+  void validate(const Args& args) const override { validate_call(args, view_); }
+
+  void run(const Args& args, const std::string& algorithm, const Deadline& deadline, uint64_t seq) override {
+    validate_call(args, view_);
+    const Algorithm& algo = selector_.choose(args, view_, algorithm);
+    std::string what = fmt::format("{}[{}] rank {}/{}", to_string(args.coll), algo.name, view_.rank, view_.size);
+    Context ctx(args, view_, deadline, seq, std::move(what), chunk_bytes_);
+    if (check_calls_ && view_.size > 1) check_calls_match(ctx, describe_call(args, algo));
+    if (moves_nothing(args)) return;
+    if (is_reducing(args.coll)) {
+      run_reducing(ctx, algo);
+    } else {
+      algo.run(ctx);
+    }
+  }
+
+  void set_algorithm(Collective c, const std::string& name) override { selector_.set_override(c, name); }
+
+  std::string explain(Collective c, std::size_t bytes) const override { return selector_.explain(c, bytes, view_); }
+
+ private:
+  // Reductions combine in a work buffer that starts as this rank's input (pre-multiplied for premul_sum); avg
+  // divides the result by the group size at the end.
+  void run_reducing(Context& c, const Algorithm& algo) const {
+    const Args& a = c.args;
+    const std::size_t n = a.send.count;
+    Scratch held;
+    if (a.coll == Collective::kAllReduce || (a.coll == Collective::kReduce && c.rank() == a.root)) {
+      c.work = static_cast<char*>(a.recv.data);
+    } else {
+      held = c.scratch(n);
+      c.work = held.data();
+    }
+    c.work_count = n;
+    if (a.red.op == ReduceOp::kPreMulSum) {
+      scale_into(c.work, a.send.data, n, c.dtype(), a.red.scale, c.device());
+    } else {
+      c.copy(c.work, a.send.data, n);
+    }
+    algo.run(c);
+    Buffer out = a.recv;
+    if (a.coll == Collective::kReduceScatter) {
+      c.copy(out.data, c.at(c.work, static_cast<std::size_t>(c.rank()) * out.count), out.count);
+    } else if (a.coll == Collective::kReduce && c.rank() != a.root) {
+      return;
+    }
+    if (a.red.op == ReduceOp::kAvg) divide_by(out.data, out.count, c.dtype(), c.size(), c.device());
+  }
+
+  GroupView view_;
+  std::size_t chunk_bytes_;
+  bool check_calls_;
+  Selector selector_;
+};
+
+}  // namespace
+
+std::unique_ptr<Engine> Engine::create(const GroupView& view, const EngineOptions& opts) {
+  if (view.size < 1 || view.rank < 0 || view.rank >= view.size || (view.size > 1 && !view.mesh) ||
+      (!view.world_ranks.empty() && view.world_ranks.size() != static_cast<std::size_t>(view.size))) {
+    throw InvalidUsageError(
+        fmt::format("collectives engine: invalid group view (rank {}, size {}, {} world ranks, "
+                    "mesh {})",
+                    view.rank, view.size, view.world_ranks.size(), view.mesh ? "set" : "missing"));
+  }
+  long long chunk = opts.chunk_bytes > 0
+                        ? static_cast<long long>(opts.chunk_bytes)
+                        : env::get_int("DCOMM_CHUNK_BYTES", static_cast<long long>(kDefaultChunkBytes));
+  if (chunk <= 0) throw InvalidUsageError(fmt::format("DCOMM_CHUNK_BYTES={} must be positive", chunk));
+  bool check = opts.check_calls && env::get_bool("DCOMM_CHECK_CALLS", true);
+  auto forced = parse_algorithm_spec(env::get("DCOMM_ALGO").value_or(""));
+  std::string source;
+  CostParams params = fit_cost_model(view, static_cast<std::size_t>(chunk), &source);
+  return std::make_unique<EngineImpl>(view, static_cast<std::size_t>(chunk), check, params, std::move(source),
+                                      std::move(forced));
+}
+
+}  // namespace dcomm::coll

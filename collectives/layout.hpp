@@ -1,0 +1,22 @@
+#pragma once
+// Where each rank's block sits in the buffers of the collectives that move per-rank blocks (scatter, gather,
+// all_gather, reduce_scatter, all_to_all), for the regular and the v-variants alike.
+
+#include <vector>
+
+#include "collectives/engine.hpp"
+#include "collectives/patterns.hpp"
+
+namespace dcomm::coll {
+
+/// P blocks of n elements each, back to back.
+std::vector<pattern::Block> uniform_blocks(std::size_t n, int size);
+/// The root's send buffer of a scatter / scatterv: rank i's block.
+std::vector<pattern::Block> scatter_blocks(const Args& a, int size);
+/// The root's receive buffer of a gather / gatherv: rank i's block.
+std::vector<pattern::Block> gather_blocks(const Args& a, int size);
+/// all_to_all / all_to_all_v: the blocks of `send` going to rank i, and of `recv` coming from rank i.
+std::vector<pattern::Block> a2a_send_blocks(const Args& a, int size);
+std::vector<pattern::Block> a2a_recv_blocks(const Args& a, int size);
+
+}  // namespace dcomm::coll

@@ -1,0 +1,92 @@
+// Fitting the cost model at Engine::create. The probe is collective over the group and short (a few ms): a warm-up
+// exchange with the ring neighbours, 8 rounds of 8-byte messages (α), 3 rounds of 256 KiB (β), and a timed
+// reduction of 256 KiB of float32 (γ). The ranks then agree on the maximum of each, so that every rank's cost
+// model - and therefore every rank's choice of algorithm - is the same.
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+#include "collectives/cost_model.hpp"
+#include "collectives/dissemination.hpp"
+#include "collectives/reduce.hpp"
+#include "common/env.hpp"
+
+namespace dcomm::coll {
+
+namespace {
+
+// The probe's messages use the last sequence number of the group's tag space: the group's own collectives
+// start at 0 and the probe is over before the first of them starts.
+constexpr uint64_t kProbeSeq = 0xFFFFF;
+constexpr std::size_t kLarge = 256 * 1024;
+constexpr int kSmallRounds = 8;
+constexpr int kLargeRounds = 3;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+double measure_gamma() {
+  std::vector<float> a(kLarge / sizeof(float), 1.0f), b(kLarge / sizeof(float), 0.5f);
+  reduce_into(a.data(), b.data(), a.size(), DType::kFloat32, ReduceOp::kSum, Device::host());  // warm the caches
+  auto t0 = Clock::now();
+  for (int i = 0; i < 4; ++i)
+    reduce_into(a.data(), b.data(), a.size(), DType::kFloat32, ReduceOp::kSum, Device::host());
+  return std::max(seconds_since(t0) / (4.0 * kLarge), 1e-13);
+}
+
+// One round: send to the next rank and receive from the previous one, as every rank does at once.
+double exchange_rounds(const Context& c, uint32_t step, std::vector<char>& out, std::vector<char>& in, int rounds) {
+  int next = pattern::ring_next(c.rank(), c.size());
+  int prev = pattern::ring_prev(c.rank(), c.size());
+  auto t0 = Clock::now();
+  for (int i = 0; i < rounds; ++i) c.sendrecv(next, out.data(), out.size(), prev, in.data(), in.size(), step);
+  return seconds_since(t0) / rounds;
+}
+
+void measure_links(const Context& c, CostParams* p) {
+  std::vector<char> small_out(8, 1), small_in(8), large_out(kLarge, 1), large_in(kLarge);
+  exchange_rounds(c, 0, small_out, small_in, 1);
+  double t_small = exchange_rounds(c, 1, small_out, small_in, kSmallRounds);
+  double t_large = exchange_rounds(c, 2, large_out, large_in, kLargeRounds);
+  p->alpha = std::max(t_small, 1e-8);
+  p->beta = std::max((t_large - t_small) / static_cast<double>(kLarge), 1e-13);
+}
+
+}  // namespace
+
+CostParams fit_cost_model(const GroupView& view, std::size_t chunk_bytes, std::string* source) {
+  CostParams p;
+  p.chunk_bytes = static_cast<double>(chunk_bytes);
+  Args none;
+  none.coll = Collective::kBarrier;
+  Deadline deadline = Deadline::after(std::chrono::seconds(60));
+  Context c(none, view, deadline, kProbeSeq, fmt::format("collectives engine probe rank {}/{}", view.rank, view.size),
+            chunk_bytes);
+  if (auto file = env::get("DCOMM_TUNING_FILE"); file && !file->empty()) {
+    p = load_tuning_file(*file, p);
+    *source = "tuning file " + *file;
+  } else {
+    p.gamma = measure_gamma();
+    if (view.size > 1) measure_links(c, &p);
+    *source = view.size > 1 ? "link probe at group creation" : "defaults and a local reduction probe";
+  }
+  // Agree on the maximum of each parameter (an idempotent merge, as dissemination needs).
+  double mine[3] = {p.alpha, p.beta, p.gamma};
+  std::vector<uint8_t> state(sizeof mine);
+  std::memcpy(state.data(), mine, sizeof mine);
+  dissemination_merge(c, 3, state, [](std::vector<uint8_t>& m, const std::vector<uint8_t>& t) {
+    double a[3], b[3];
+    std::memcpy(a, m.data(), sizeof a);
+    std::memcpy(b, t.data(), sizeof b);
+    for (int i = 0; i < 3; ++i) a[i] = std::max(a[i], b[i]);
+    std::memcpy(m.data(), a, sizeof a);
+  });
+  std::memcpy(mine, state.data(), sizeof mine);
+  p.alpha = mine[0], p.beta = mine[1], p.gamma = mine[2];
+  return p;
+}
+
+}  // namespace dcomm::coll

@@ -1,0 +1,87 @@
+// The table. One row per algorithm; see docs/adding-an-algorithm.md.
+
+#include "collectives/registry.hpp"
+
+#include <cmath>
+
+#include "collectives/algorithms/algorithms.hpp"
+#include "collectives/patterns.hpp"
+
+namespace dcomm::coll {
+
+bool supports_any(const Args& /*args*/, const GroupView& /*view*/) { return true; }
+bool supports_regular(const Args& args, const GroupView& /*view*/) { return !args.vector_variant; }
+
+double log2_rounds(int size) { return pattern::ceil_log2(size); }
+double fraction(int size) { return size > 0 ? static_cast<double>(size - 1) / size : 0.0; }
+
+const std::vector<Algorithm>& algorithm_table() {
+  using C = Collective;
+  static const std::vector<Algorithm> kTable = {
+      {C::kAllReduce, "ring", "ring reduce-scatter then ring all-gather, pipelined; bandwidth-optimal", supports_any,
+       run_all_reduce_ring, cost_all_reduce_ring},
+      {C::kAllReduce, "tree", "binomial reduce to rank 0, then binomial broadcast; few rounds", supports_any,
+       run_all_reduce_tree, cost_all_reduce_tree},
+      {C::kAllReduce, "double_tree", "two complementary binary trees, pipelined (NCCL tree)", supports_any,
+       run_all_reduce_double_tree, cost_all_reduce_double_tree},
+      {C::kAllReduce, "butterfly", "recursive doubling, non-powers of two folded; latency-optimal", supports_any,
+       run_all_reduce_butterfly, cost_all_reduce_butterfly},
+      {C::kAllReduce, "rabenseifner", "recursive halving reduce-scatter, recursive doubling all-gather", supports_any,
+       run_all_reduce_rabenseifner, cost_all_reduce_rabenseifner},
+      {C::kAllReduce, "one_to_all", "everyone to rank 0, rank 0 back to everyone (parameter server)", supports_any,
+       run_all_reduce_one_to_all, cost_all_reduce_one_to_all},
+      {C::kBroadcast, "binomial", "binomial tree from the root", supports_any, run_broadcast_binomial,
+       cost_broadcast_binomial},
+      {C::kBroadcast, "scatter_allgather", "binomial scatter then ring all-gather (van de Geijn)", supports_any,
+       run_broadcast_scatter_allgather, cost_broadcast_scatter_allgather},
+      {C::kBroadcast, "chain", "pipelined chain from the root", supports_any, run_broadcast_chain,
+       cost_broadcast_chain},
+      {C::kReduce, "binomial", "binomial tree to the root", supports_any, run_reduce_binomial, cost_reduce_binomial},
+      {C::kReduce, "linear", "everyone sends to the root, which combines in rank order", supports_any,
+       run_reduce_linear, cost_reduce_linear},
+      {C::kScatter, "binomial", "binomial tree from the root (regular scatter)", supports_regular, run_scatter_binomial,
+       cost_scatter_binomial},
+      {C::kScatter, "linear", "the root sends each rank its block (scatter and scatterv)", supports_any,
+       run_scatter_linear, cost_scatter_linear},
+      {C::kGather, "binomial", "binomial tree to the root (regular gather)", supports_regular, run_gather_binomial,
+       cost_gather_binomial},
+      {C::kGather, "linear", "each rank sends its block to the root (gather and gatherv)", supports_any,
+       run_gather_linear, cost_gather_linear},
+      {C::kAllGather, "ring", "ring, pipelined; bandwidth-optimal", supports_any, run_all_gather_ring,
+       cost_all_gather_ring},
+      {C::kAllGather, "recursive_doubling", "recursive doubling, non-powers of two folded", supports_any,
+       run_all_gather_recursive_doubling, cost_all_gather_recursive_doubling},
+      {C::kReduceScatter, "ring", "ring, pipelined; bandwidth-optimal", supports_any, run_reduce_scatter_ring,
+       cost_reduce_scatter_ring},
+      {C::kReduceScatter, "recursive_halving", "recursive halving, non-powers of two folded", supports_any,
+       run_reduce_scatter_recursive_halving, cost_reduce_scatter_recursive_halving},
+      {C::kAllToAll, "pairwise", "P-1 rounds of pairwise exchange (all_to_all and all_to_all_v)", supports_any,
+       run_all_to_all_pairwise, cost_all_to_all_pairwise},
+      {C::kBarrier, "dissemination", "log P rounds of tokens at doubling distances", supports_any,
+       run_barrier_dissemination, cost_barrier_dissemination},
+  };
+  return kTable;
+}
+
+std::vector<const Algorithm*> algorithms_for(Collective c) {
+  std::vector<const Algorithm*> out;
+  for (const Algorithm& a : algorithm_table()) {
+    if (a.collective == c) out.push_back(&a);
+  }
+  return out;
+}
+
+const Algorithm* find_algorithm(Collective c, const std::string& name) {
+  for (const Algorithm* a : algorithms_for(c)) {
+    if (name == a->name) return a;
+  }
+  return nullptr;
+}
+
+std::string algorithm_names(Collective c) {
+  std::string out;
+  for (const Algorithm* a : algorithms_for(c)) out += (out.empty() ? "" : ", ") + std::string(a->name);
+  return out;
+}
+
+}  // namespace dcomm::coll

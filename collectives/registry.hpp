@@ -1,0 +1,42 @@
+#pragma once
+// The one table of algorithms. Every algorithm is a file under collectives/algorithms/ and a row here; the
+// engine, the tests and dcomm-bench enumerate this table, so a new row is selected, tested and benchmarked
+// with no other edit (docs/adding-an-algorithm.md).
+
+#include <string>
+#include <vector>
+
+#include "collectives/context.hpp"
+#include "collectives/engine.hpp"
+
+namespace dcomm::coll {
+
+/// The α–β–γ model's parameters (seconds per message, per byte moved, per byte reduced) and the pipelining
+/// chunk the algorithms cut messages into.
+struct CostParams {
+  double alpha = 5e-6;
+  double beta = 1e-10;
+  double gamma = 5e-11;
+  double chunk_bytes = 512.0 * 1024;
+};
+
+struct Algorithm {
+  Collective collective;
+  const char* name;
+  const char* description;
+  /// Whether it handles this call on this group (a v-variant, a world size); every rank answers alike.
+  bool (*supports)(const Args& args, const GroupView& view);
+  void (*run)(Context& ctx);
+  /// Predicted seconds for `bytes` (the collective's n, see docs/algorithms.md) on `size` ranks.
+  double (*cost)(const CostParams& params, double bytes, int size);
+};
+
+const std::vector<Algorithm>& algorithm_table();
+/// The rows for one collective, in table order.
+std::vector<const Algorithm*> algorithms_for(Collective c);
+/// The row named `name` for `c`, or null.
+const Algorithm* find_algorithm(Collective c, const std::string& name);
+/// "ring, tree, ..." for error messages.
+std::string algorithm_names(Collective c);
+
+}  // namespace dcomm::coll

@@ -1,0 +1,142 @@
+#include "collectives/selector.hpp"
+
+#include <fmt/format.h>
+
+#include <dcomm/error.hpp>
+
+#include "common/log.hpp"
+
+namespace dcomm::coll {
+
+namespace {
+
+constexpr Collective kCollectives[] = {Collective::kAllReduce,     Collective::kBroadcast, Collective::kReduce,
+                                       Collective::kScatter,       Collective::kGather,    Collective::kAllGather,
+                                       Collective::kReduceScatter, Collective::kAllToAll,  Collective::kBarrier};
+
+std::string trim(const std::string& s) {
+  auto b = s.find_first_not_of(" \t");
+  auto e = s.find_last_not_of(" \t");
+  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
+}
+
+std::string collective_names() {
+  std::string out;
+  for (Collective c : kCollectives) out += (out.empty() ? "" : ", ") + std::string(to_string(c));
+  return out;
+}
+
+std::string format_seconds(double s) {
+  if (s < 1e-3) return fmt::format("{:.1f} us", s * 1e6);
+  if (s < 1.0) return fmt::format("{:.2f} ms", s * 1e3);
+  return fmt::format("{:.2f} s", s);
+}
+
+}  // namespace
+
+const Algorithm& algorithm_or_throw(Collective c, const std::string& name, const std::string& where) {
+  const Algorithm* a = find_algorithm(c, name);
+  if (a == nullptr) {
+    throw InvalidUsageError(
+        fmt::format("{}: unknown {} algorithm '{}'; valid names: {}", where, to_string(c), name, algorithm_names(c)));
+  }
+  return *a;
+}
+
+std::map<Collective, std::string> parse_algorithm_spec(const std::string& spec) {
+  std::map<Collective, std::string> out;
+  std::size_t at = 0;
+  while (at <= spec.size()) {
+    std::size_t comma = spec.find(',', at);
+    std::string item = trim(spec.substr(at, comma == std::string::npos ? std::string::npos : comma - at));
+    at = comma == std::string::npos ? spec.size() + 1 : comma + 1;
+    if (item.empty()) continue;
+    std::size_t colon = item.find(':');
+    Collective c{};
+    if (colon == std::string::npos || !parse_collective(trim(item.substr(0, colon)), &c)) {
+      throw InvalidUsageError(
+          fmt::format("DCOMM_ALGO entry '{}' is not <collective>:<algorithm> (e.g. "
+                      "'allreduce:ring,broadcast:binomial'); collectives: {}",
+                      item, collective_names()));
+    }
+    std::string name = trim(item.substr(colon + 1));
+    out[c] = algorithm_or_throw(c, name, "DCOMM_ALGO").name;
+  }
+  return out;
+}
+
+Selector::Selector(CostParams params, std::string params_source, std::map<Collective, std::string> env_forced)
+    : params_(params), params_source_(std::move(params_source)), env_forced_(std::move(env_forced)) {}
+
+void Selector::set_override(Collective c, const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (name.empty()) {
+    overrides_.erase(c);
+    return;
+  }
+  overrides_[c] = algorithm_or_throw(c, name, "set_algorithm").name;
+}
+
+std::string Selector::forced(Collective c, std::string* origin) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto it = overrides_.find(c); it != overrides_.end()) {
+    *origin = "set_algorithm";
+    return it->second;
+  }
+  if (auto it = env_forced_.find(c); it != env_forced_.end()) {
+    *origin = "DCOMM_ALGO";
+    return it->second;
+  }
+  return "";
+}
+
+const Algorithm& Selector::choose(const Args& args, const GroupView& view, const std::string& requested) const {
+  std::string where = fmt::format("{} rank {}/{}", to_string(args.coll), view.rank, view.size);
+  if (!requested.empty()) {
+    const Algorithm& a = algorithm_or_throw(args.coll, requested, where);
+    if (!a.supports(args, view)) {
+      throw InvalidUsageError(
+          fmt::format("{}: algorithm '{}' does not handle this call ({}); leave the algorithm "
+                      "empty to let dcomm choose",
+                      where, requested, args.vector_variant ? "a v-variant" : "this group size"));
+    }
+    return a;
+  }
+  std::string origin;
+  std::string name = forced(args.coll, &origin);
+  if (!name.empty()) {
+    const Algorithm& a = algorithm_or_throw(args.coll, name, where);
+    if (a.supports(args, view)) return a;
+    // A group-wide preference that cannot run this particular call (a v-variant) falls back to the model.
+    DCOMM_DEBUG("{}: {} algorithm '{}' does not handle this call; using the cost model", where, origin, name);
+  }
+  const Algorithm* best = cheapest(args, view, params_);
+  if (best == nullptr) {
+    throw Error(ErrorCode::kInternal,
+                fmt::format("{}: no algorithm handles this call - a bug, please report it", where));
+  }
+  return *best;
+}
+
+std::string Selector::explain(Collective c, std::size_t bytes, const GroupView& view) const {
+  Args args = sample_args(c, bytes, view.size);
+  std::string out =
+      fmt::format("{} of {} on {} ranks (alpha {}, beta {:.3f} ns/B, gamma {:.3f} ns/B, chunk {}; from the {}):\n",
+                  to_string(c), format_bytes(bytes), view.size, format_seconds(params_.alpha), params_.beta * 1e9,
+                  params_.gamma * 1e9, format_bytes(static_cast<std::size_t>(params_.chunk_bytes)), params_source_);
+  const Algorithm* best = cheapest(args, view, params_);
+  for (const Prediction& p : predict(args, view, params_)) {
+    out += fmt::format("  {:<20} {:>12}{}\n", p.algorithm->name, format_seconds(p.seconds),
+                       p.algorithm == best ? "  <- cheapest" : "");
+  }
+  std::string origin;
+  std::string name = forced(c, &origin);
+  if (!name.empty()) {
+    out += fmt::format("choice: {} (forced by {}; the cost model would pick {})", name, origin, best->name);
+  } else {
+    out += fmt::format("choice: {} (cost model)", best->name);
+  }
+  return out;
+}
+
+}  // namespace dcomm::coll

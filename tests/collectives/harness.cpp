@@ -1,0 +1,79 @@
+#include "tests/collectives/harness.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <thread>
+
+#include <dcomm/store.hpp>
+
+namespace dcomm::test {
+
+std::vector<RankRecord> run_group(int size, const GroupBody& body) {
+  auto store = make_memory_store(std::chrono::seconds(60));
+  std::vector<RankRecord> records(static_cast<std::size_t>(size));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r) {
+    threads.emplace_back([&, r] {
+      RankRecord& rec = records[static_cast<std::size_t>(r)];
+      try {
+        transport::PeerInfo self{r, r, 0, "test-host", "localhost", static_cast<int>(::getpid())};
+        transport::MeshOptions opts;
+        opts.forced_transport = "loopback";
+        opts.timeout = std::chrono::seconds(60);
+        coll::GroupView view;
+        view.mesh = transport::Mesh::create(store, self, size, opts);
+        view.rank = r;
+        view.size = size;
+        for (int i = 0; i < size; ++i) view.world_ranks.push_back(i);
+        view.context = 1;
+        body(view, rec);
+        view.mesh->close();
+      } catch (const std::exception& e) {
+        rec.failures.push_back(fmt::format("threw: {}", e.what()));
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return records;
+}
+
+std::vector<std::string> summarize(const std::vector<RankRecord>& records) {
+  std::vector<std::string> out;
+  for (std::size_t r = 0; r < records.size(); ++r) {
+    for (const auto& f : records[r].failures) out.push_back(fmt::format("rank {}: {}", r, f));
+    if (records[r].digests != records[0].digests) {
+      out.push_back(fmt::format("rank {}: results differ in bits from rank 0's", r));
+    }
+  }
+  return out;
+}
+
+uint64_t digest(const void* data, std::size_t bytes) {
+  uint64_t h = 1469598103934665603ull;
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (std::size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+ScopedEnv::ScopedEnv(const char* name, const char* value) : name_(name) {
+  const char* old = std::getenv(name);
+  had_ = old != nullptr;
+  if (had_) old_ = old;
+  if (value != nullptr) {
+    ::setenv(name, value, 1);
+  } else {
+    ::unsetenv(name);
+  }
+}
+
+ScopedEnv::~ScopedEnv() {
+  if (had_) {
+    ::setenv(name_.c_str(), old_.c_str(), 1);
+  } else {
+    ::unsetenv(name_.c_str());
+  }
+}
+
+}  // namespace dcomm::test

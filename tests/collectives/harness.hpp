@@ -1,0 +1,46 @@
+#pragma once
+// Threads as ranks over the loopback transport, for the collectives tests. Rank threads record failures and
+// result digests; only the main thread asserts (Catch2 is not thread-safe).
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "collectives/engine.hpp"
+
+namespace dcomm::test {
+
+/// What one rank thread reports.
+struct RankRecord {
+  std::vector<std::string> failures;
+  /// Digests of results that must be bit-identical on every rank, in call order.
+  std::vector<uint64_t> digests;
+};
+
+using GroupBody = std::function<void(const coll::GroupView& view, RankRecord& rec)>;
+
+/// Runs `body` on `size` rank threads, each with a view of a fresh loopback world (context 1).
+std::vector<RankRecord> run_group(int size, const GroupBody& body);
+
+/// Every failure as "rank r: ...", plus one line per rank whose digests differ from rank 0's.
+std::vector<std::string> summarize(const std::vector<RankRecord>& records);
+
+/// FNV-1a over bytes.
+uint64_t digest(const void* data, std::size_t bytes);
+
+/// Sets an environment variable for the scope (tests of DCOMM_* knobs), restoring it afterwards.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value);
+  ~ScopedEnv();
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_;
+  std::string old_;
+  bool had_;
+};
+
+}  // namespace dcomm::test

@@ -1,0 +1,140 @@
+// Every algorithm of the table against the serial reference, threads as ranks over loopback. The chunk size is
+// 64 bytes so that small counts already cross chunk boundaries.
+
+#include <catch2/catch.hpp>
+
+#include <atomic>
+
+#include "collectives/registry.hpp"
+#include "collectives/validate.hpp"
+#include "tests/collectives/cases.hpp"
+
+using namespace dcomm;
+using namespace dcomm::coll;
+using dcomm::test::Case;
+
+namespace {
+
+using CaseList = std::vector<Case>;
+using CaseFn = std::function<CaseList(const Algorithm& algo, int size)>;
+
+// Runs every algorithm's cases on a world of `size` ranks and checks the ranks' records on the main thread.
+void run_world(int size, const CaseFn& cases) {
+  auto records = test::run_group(size, [&](const GroupView& view, test::RankRecord& rec) {
+    EngineOptions opts;
+    opts.chunk_bytes = 64;
+    auto engine = Engine::create(view, opts);
+    test::RankState s{*engine, view, rec};
+    for (const Algorithm& algo : algorithm_table()) {
+      for (const Case& c : cases(algo, size)) test::run_case(s, algo, c);
+    }
+  });
+  auto failures = test::summarize(records);
+  INFO("world size " << size << ", " << failures.size() << " failures; first: "
+                     << (failures.empty() ? "" : failures.front()));
+  CHECK(failures.empty());
+}
+
+bool reducing(const Algorithm& a) { return is_reducing(a.collective); }
+
+CaseList sweep_cases(const Algorithm& algo, int size) {
+  CaseList out;
+  if (algo.collective == Collective::kBarrier) return {Case{}};
+  auto p = static_cast<std::size_t>(size);
+  uint64_t salt = 1;
+  for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, 3 * p + 1, std::size_t{37}}) {
+    for (bool in_place : {false, true}) {
+      Case c;
+      c.count = count;
+      c.in_place = in_place;
+      c.root = static_cast<int>(count % p);
+      c.salt = salt++;
+      out.push_back(c);
+      c.dtype = reducing(algo) ? DType::kInt32 : DType::kInt8;
+      c.salt = salt++;
+      out.push_back(c);
+    }
+  }
+  if (reducing(algo)) {
+    std::pair<DType, Reduction> more[] = {{DType::kInt32, ReduceOp::kMax},
+                                          {DType::kFloat64, ReduceOp::kAvg},
+                                          {DType::kFloat32, Reduction(ReduceOp::kPreMulSum, 0.25)},
+                                          {DType::kUInt8, ReduceOp::kBXor}};
+    for (auto& [t, red] : more) {
+      Case c;
+      c.dtype = t;
+      c.red = red;
+      c.count = 3 * p + 1;
+      c.root = size - 1;
+      c.salt = salt++;
+      out.push_back(c);
+    }
+  }
+  Args probe;
+  probe.coll = algo.collective;
+  probe.vector_variant = true;
+  if (algo.collective != Collective::kAllGather && algo.collective != Collective::kReduceScatter && !reducing(algo) &&
+      algo.collective != Collective::kBroadcast && algo.supports(probe, GroupView{})) {
+    for (std::size_t count : {std::size_t{0}, std::size_t{3}, std::size_t{8}}) {
+      Case c;
+      c.count = count;
+      c.vector_variant = true;
+      c.root = size / 2;
+      c.salt = salt++;
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+// Every dtype with every op that fits it (reducing collectives), or every dtype (the others).
+CaseList matrix_cases(const Algorithm& algo, int size) {
+  CaseList out;
+  if (algo.collective == Collective::kBarrier) return out;
+  uint64_t salt = 100;
+  for (DType t : kAllDTypes) {
+    for (ReduceOp op : kAllReduceOps) {
+      if (!op_fits_dtype(op, t)) continue;
+      if (!reducing(algo) && op != ReduceOp::kSum) continue;
+      Case c;
+      c.dtype = t;
+      c.red = op == ReduceOp::kPreMulSum ? Reduction(op, 0.5) : Reduction(op);
+      c.count = 13;
+      c.in_place = (salt % 2) == 0;
+      c.root = size - 1;
+      c.salt = salt++;
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("every algorithm matches the reference on world sizes 1 to 9", "[collectives][algorithms]") {
+  for (int size = 1; size <= 9; ++size) run_world(size, sweep_cases);
+}
+
+TEST_CASE("every algorithm handles every dtype and op", "[collectives][algorithms]") {
+  run_world(3, matrix_cases);
+  run_world(4, matrix_cases);
+}
+
+TEST_CASE("barrier holds every rank until all have arrived", "[collectives][algorithms]") {
+  for (int size : {2, 3, 5}) {
+    std::atomic<int> arrived{0};
+    auto records = test::run_group(size, [&](const GroupView& view, test::RankRecord& rec) {
+      auto engine = Engine::create(view);
+      for (int round = 0; round < 3; ++round) {
+        arrived.fetch_add(1);
+        Args a;
+        a.coll = Collective::kBarrier;
+        engine->run(a, "dissemination", Deadline::after(std::chrono::seconds(60)), static_cast<uint64_t>(round));
+        if (arrived.load() < (round + 1) * size) rec.failures.push_back("left the barrier before every rank arrived");
+        engine->run(a, "dissemination", Deadline::after(std::chrono::seconds(60)), static_cast<uint64_t>(100 + round));
+      }
+    });
+    auto failures = test::summarize(records);
+    CHECK(failures.empty());
+  }
+}

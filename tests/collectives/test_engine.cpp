@@ -1,0 +1,278 @@
+// The engine around the algorithms: validation before I/O, the cross-rank call check, selection (explicit,
+// set_algorithm, DCOMM_ALGO, cost model), explain(), the tuning file and error context.
+
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <fstream>
+
+#include <dcomm/error.hpp>
+
+#include "collectives/cost_model.hpp"
+#include "collectives/selector.hpp"
+#include "collectives/validate.hpp"
+#include "tests/collectives/harness.hpp"
+
+using namespace dcomm;
+using namespace dcomm::coll;
+
+namespace {
+
+Deadline soon() { return Deadline::after(std::chrono::seconds(60)); }
+
+std::string invalid_message(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const InvalidUsageError& e) {
+    return e.what();
+  }
+  return "(no InvalidUsageError)";
+}
+
+GroupView fake_view(int rank, int size) {
+  GroupView v;
+  v.rank = rank;
+  v.size = size;
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("caller mistakes are rejected naming the collective, rank and argument", "[collectives][engine]") {
+  std::vector<float> f(8);
+  std::vector<int32_t> i(8);
+  GroupView v = fake_view(1, 4);
+  Args a;
+  a.coll = Collective::kBroadcast;
+  a.send = a.recv = Buffer(f);
+  a.root = 4;
+  std::string m = invalid_message([&] { validate_call(a, v); });
+  CHECK_THAT(m, Catch::Contains("broadcast rank 1/4") && Catch::Contains("root 4 is out of range"));
+
+  a = Args{};
+  a.coll = Collective::kAllReduce;
+  a.send = Buffer(nullptr, 3, DType::kFloat32);
+  a.recv = Buffer(f.data(), 3);
+  CHECK_THAT(invalid_message([&] { validate_call(a, v); }), Catch::Contains("send is null but its count is 3"));
+
+  a.send = a.recv = Buffer(f);
+  a.red = ReduceOp::kBAnd;
+  CHECK_THAT(invalid_message([&] { validate_call(a, v); }), Catch::Contains("op band does not apply to dtype float32"));
+
+  a.red = ReduceOp::kSum;
+  a.recv = Buffer(i);
+  CHECK_THAT(invalid_message([&] { validate_call(a, v); }), Catch::Contains("recv has dtype int32 but send has float32"));
+  a.recv = Buffer(f.data(), 7);
+  CHECK_THAT(invalid_message([&] { validate_call(a, v); }), Catch::Contains("recv has count 7 but must have 8"));
+
+  a = Args{};
+  a.coll = Collective::kAllGather;
+  a.send = Buffer(f.data(), 2);
+  a.recv = Buffer(f.data(), 6);
+  CHECK_THAT(invalid_message([&] { validate_call(a, v); }), Catch::Contains("all_gather rank 1/4: recv"));
+
+  a = Args{};
+  a.coll = Collective::kGather;
+  a.vector_variant = true;
+  a.root = 1;
+  a.send = Buffer(f.data(), 1);
+  a.recv = Buffer(f);
+  a.recv_counts = {1, 1, 1};
+  CHECK_THAT(invalid_message([&] { validate_call(a, v); }), Catch::Contains("counts has 3 entries for a group of 4"));
+  a.recv_counts = {1, 1, 1, 6};
+  CHECK_THAT(invalid_message([&] { validate_call(a, v); }), Catch::Contains("block 3 ends at element 9"));
+
+  a = Args{};
+  a.coll = Collective::kAllToAll;
+  a.send = a.recv = Buffer(f.data(), 6);
+  CHECK_THAT(invalid_message([&] { validate_call(a, v); }), Catch::Contains("not a multiple of the group size 4"));
+}
+
+TEST_CASE("invalid calls raise before any I/O and leave the group usable", "[collectives][engine]") {
+  auto records = test::run_group(3, [](const GroupView& view, test::RankRecord& rec) {
+    auto engine = Engine::create(view);
+    std::vector<float> x(5, 1.0f);
+    Args bad;
+    bad.coll = Collective::kReduce;
+    bad.root = 7;
+    bad.send = bad.recv = Buffer(x);
+    try {
+      engine->run(bad, "", soon(), 0);
+      rec.failures.push_back("bad root accepted");
+    } catch (const InvalidUsageError&) {
+    }
+    Args good;
+    good.coll = Collective::kAllReduce;
+    good.send = good.recv = Buffer(x);
+    engine->run(good, "", soon(), 0);  // the same sequence number: nothing of the bad call is in flight
+    if (x[0] != 3.0f) rec.failures.push_back("all_reduce after the bad call gave " + std::to_string(x[0]));
+  });
+  auto failures = test::summarize(records);
+  CHECK(failures.empty());
+}
+
+TEST_CASE("mismatched calls raise on every rank, naming the rank and both values", "[collectives][engine]") {
+  struct Mismatch {
+    const char* name;
+    std::function<void(Args&, std::string&)> change;  // applied on rank 2 only
+    const char* expect;
+  };
+  static std::vector<float> spare(64);
+  std::vector<Mismatch> cases = {
+      {"count", [](Args& a, std::string&) { a.send.count = a.recv.count = 5; }, "count 5 vs 4"},
+      {"dtype", [](Args& a, std::string&) { a.send.dtype = a.recv.dtype = DType::kInt32; }, "dtype int32 vs float32"},
+      {"op", [](Args& a, std::string&) { a.red = ReduceOp::kMax; }, "op max vs sum"},
+      {"collective",
+       [](Args& a, std::string& algo) {
+         a.coll = Collective::kBroadcast;
+         algo = "";  // "ring" is no broadcast algorithm: that would fail on this rank alone, before the check
+       },
+       "collective broadcast vs all_reduce"},
+      {"algorithm", [](Args&, std::string& algo) { algo = "tree"; }, "algorithm tree vs ring"},
+  };
+  for (const Mismatch& m : cases) {
+    auto records = test::run_group(4, [&](const GroupView& view, test::RankRecord& rec) {
+      auto engine = Engine::create(view);
+      std::vector<float> x(8, 1.0f);
+      Args a;
+      a.coll = Collective::kAllReduce;
+      a.send = a.recv = Buffer(x.data(), 4);
+      std::string algo = "ring";
+      if (view.rank == 2) m.change(a, algo);
+      try {
+        engine->run(a, algo, soon(), 0);
+        rec.failures.push_back(std::string(m.name) + " mismatch not detected");
+      } catch (const InvalidUsageError& e) {
+        std::string w = e.what();
+        if (w.find("rank 2 called") == std::string::npos || w.find(m.expect) == std::string::npos) {
+          rec.failures.push_back("unhelpful message: " + w);
+        }
+      }
+      Args b;
+      b.coll = Collective::kBarrier;
+      engine->run(b, "", soon(), 1);  // the group is still in step
+    });
+    auto failures = test::summarize(records);
+    INFO(m.name << ": " << (failures.empty() ? "" : failures.front()));
+    CHECK(failures.empty());
+  }
+}
+
+TEST_CASE("DCOMM_ALGO parsing accepts both spellings and lists valid names", "[collectives][engine]") {
+  auto m = parse_algorithm_spec("allreduce:ring, broadcast:binomial,all_gather:recursive_doubling");
+  CHECK(m.at(Collective::kAllReduce) == "ring");
+  CHECK(m.at(Collective::kBroadcast) == "binomial");
+  CHECK(m.at(Collective::kAllGather) == "recursive_doubling");
+  CHECK(parse_algorithm_spec("all-reduce:tree").at(Collective::kAllReduce) == "tree");
+  CHECK(parse_algorithm_spec("").empty());
+  CHECK_THAT(invalid_message([] { parse_algorithm_spec("allreduce:nosuch"); }),
+             Catch::Contains("unknown all_reduce algorithm 'nosuch'") && Catch::Contains("ring, tree, double_tree"));
+  CHECK_THAT(invalid_message([] { parse_algorithm_spec("allreduce"); }), Catch::Contains("<collective>:<algorithm>"));
+  CHECK_THAT(invalid_message([] { parse_algorithm_spec("everything:ring"); }), Catch::Contains("reduce_scatter"));
+}
+
+TEST_CASE("the cost model picks latency-bound algorithms for tiny messages, bandwidth-bound for large",
+          "[collectives][engine]") {
+  CostParams p;
+  p.alpha = 10e-6;
+  p.beta = 1e-10;
+  p.gamma = 2e-11;
+  for (int size : {6, 8, 16}) {
+    GroupView v = fake_view(0, size);
+    std::string tiny = cheapest(sample_args(Collective::kAllReduce, 8, size), v, p)->name;
+    std::string large = cheapest(sample_args(Collective::kAllReduce, 64u << 20, size), v, p)->name;
+    INFO("P=" << size << " tiny " << tiny << " large " << large);
+    CHECK((tiny == "butterfly" || tiny == "tree"));
+    CHECK((large == "ring" || large == "rabenseifner"));
+    CHECK(std::string(cheapest(sample_args(Collective::kBroadcast, 8, size), v, p)->name) == "binomial");
+    std::string bcast = cheapest(sample_args(Collective::kBroadcast, 64u << 20, size), v, p)->name;
+    CHECK((bcast == "scatter_allgather" || bcast == "chain"));
+  }
+  // one_to_all never wins: the root's link carries 2(P-1)n bytes.
+  for (std::size_t bytes : {std::size_t{1}, std::size_t{1} << 20, std::size_t{1} << 28}) {
+    for (const Prediction& pr : predict(sample_args(Collective::kAllReduce, bytes, 8), fake_view(0, 8), p)) {
+      if (std::string(pr.algorithm->name) == "one_to_all") {
+        CHECK(pr.seconds > find_algorithm(Collective::kAllReduce, "ring")->cost(p, static_cast<double>(bytes), 8));
+      }
+    }
+  }
+}
+
+TEST_CASE("explain lists every candidate and the choice; set_algorithm overrides", "[collectives][engine]") {
+  auto records = test::run_group(2, [](const GroupView& view, test::RankRecord& rec) {
+    auto engine = Engine::create(view);
+    std::string text = engine->explain(Collective::kAllReduce, 1 << 20);
+    for (const char* name : {"ring", "tree", "double_tree", "butterfly", "rabenseifner", "one_to_all", "choice:",
+                             "cost model", "link probe"}) {
+      if (text.find(name) == std::string::npos) rec.failures.push_back(std::string("explain lacks ") + name + ": " + text);
+    }
+    engine->set_algorithm(Collective::kAllReduce, "tree");
+    if (engine->explain(Collective::kAllReduce, 64).find("choice: tree (forced by set_algorithm") == std::string::npos) {
+      rec.failures.push_back("explain ignores set_algorithm");
+    }
+    std::string m = invalid_message([&] { engine->set_algorithm(Collective::kAllReduce, "fastest"); });
+    if (m.find("valid names: ring, tree") == std::string::npos) rec.failures.push_back("bad name: " + m);
+    engine->set_algorithm(Collective::kAllReduce, "");
+    if (engine->explain(Collective::kAllReduce, 64).find("(cost model)") == std::string::npos) {
+      rec.failures.push_back("set_algorithm(\"\") did not return to the cost model");
+    }
+    for (Collective c : {Collective::kBroadcast, Collective::kReduce, Collective::kScatter, Collective::kGather,
+                         Collective::kAllGather, Collective::kReduceScatter, Collective::kAllToAll,
+                         Collective::kBarrier}) {
+      if (engine->explain(c, 4096).find("choice:") == std::string::npos) rec.failures.push_back("explain failed");
+    }
+  });
+  CHECK(test::summarize(records).empty());
+}
+
+TEST_CASE("DCOMM_ALGO and DCOMM_TUNING_FILE configure new engines", "[collectives][engine]") {
+  std::string path = "/tmp/dcomm_tuning_" + std::to_string(::getpid()) + ".json";
+  {
+    std::ofstream out(path);
+    out << R"({"alpha_s": 2e-6, "beta_s_per_byte": 3e-10, "gamma_s_per_byte": 1e-11})";
+  }
+  CostParams loaded = load_tuning_file(path, CostParams{});
+  CHECK(loaded.alpha == 2e-6);
+  CHECK(loaded.beta == 3e-10);
+  test::ScopedEnv algo("DCOMM_ALGO", "allreduce:butterfly");
+  test::ScopedEnv tuning("DCOMM_TUNING_FILE", path.c_str());
+  auto records = test::run_group(3, [&](const GroupView& view, test::RankRecord& rec) {
+    auto engine = Engine::create(view);
+    std::string text = engine->explain(Collective::kAllReduce, 1 << 20);
+    if (text.find("forced by DCOMM_ALGO") == std::string::npos) rec.failures.push_back("DCOMM_ALGO ignored: " + text);
+    if (text.find("tuning file") == std::string::npos) rec.failures.push_back("tuning file ignored: " + text);
+    std::vector<double> x = {1.0 + view.rank, 2.0};
+    Args a;
+    a.coll = Collective::kAllReduce;
+    a.send = a.recv = Buffer(x);
+    engine->run(a, "", soon(), 0);
+    if (x[0] != 6.0 || x[1] != 6.0) rec.failures.push_back("wrong sum under DCOMM_ALGO");
+  });
+  CHECK(test::summarize(records).empty());
+  {
+    std::ofstream out(path);
+    out << "{ not json";
+  }
+  CHECK_THAT(invalid_message([&] { load_tuning_file(path, CostParams{}); }), Catch::Contains(path));
+  std::remove(path.c_str());
+}
+
+TEST_CASE("transport errors carry the collective, algorithm and rank", "[collectives][engine]") {
+  test::ScopedEnv no_check("DCOMM_CHECK_CALLS", "0");
+  auto records = test::run_group(2, [](const GroupView& view, test::RankRecord& rec) {
+    auto engine = Engine::create(view);
+    if (view.rank == 1) return;  // never joins: rank 0's receive fails (the peer is gone) or times out
+    std::vector<float> x(4, 1.0f);
+    Args a;
+    a.coll = Collective::kAllReduce;
+    a.send = a.recv = Buffer(x);
+    try {
+      engine->run(a, "ring", Deadline::after(std::chrono::milliseconds(300)), 0);
+      rec.failures.push_back("no timeout");
+    } catch (const Error& e) {
+      bool kind = e.code() == ErrorCode::kTimeout || e.code() == ErrorCode::kRemoteError;
+      if (!kind || std::string(e.what()).rfind("all_reduce[ring] rank 0/2", 0) != 0) rec.failures.push_back(e.what());
+    }
+  });
+  CHECK(test::summarize(records).empty());
+}

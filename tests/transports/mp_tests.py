@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""The transport suite in real processes: runs mp_transports through dcomm-run and checks what it printed.
+
+usage: mp_tests.py DCOMM_RUN MP_TRANSPORTS CASE
+  conformance_N   N ranks over shm: every rank exits 0
+  peer_killed_N   N ranks; the last kills itself (SIGKILL) while rank 0 sends to it: every survivor fails
+                  within a few seconds (the op timeout is 120 s) naming the dead rank, its pid and its host
+Exits 0 when the case passes, 1 with the launcher's output when it fails.
+"""
+import os
+import re
+import socket
+import subprocess
+import sys
+
+RUN_TIMEOUT_S = 150
+# Generous for a loaded 2-core machine, yet far below the 120 s op timeout the survivors wait with.
+DEATH_NOTICED_S = 30
+
+
+def run(nproc, mode, extra_env=None):
+    env = dict(os.environ, DCOMM_TRANSPORT="shm")
+    env.update(extra_env or {})
+    args = [DCOMM_RUN, "--nproc-per-node", str(nproc), "--standalone", "--grace-period", "60", "--",
+            MP_TRANSPORTS, mode]
+    return subprocess.run(args, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, env=env)
+
+
+def fail(what, r):
+    print(f"{what}\n--- exit {r.returncode}\n--- stdout:\n{r.stdout}\n--- stderr:\n{r.stderr}")
+    sys.exit(1)
+
+
+def conformance(nproc):
+    r = run(nproc, "conformance")
+    if r.returncode != 0:
+        fail(f"conformance over shm with {nproc} processes failed", r)
+    for rank in range(nproc):
+        if f"rank {rank} over shm: 0 failure(s)" not in r.stdout:
+            fail(f"rank {rank} did not report a clean run over shm", r)
+
+
+def peer_killed(nproc):
+    r = run(nproc, "peer_killed")
+    dead = nproc - 1
+    host = socket.gethostname()
+    if r.returncode == 0:
+        fail("dcomm-run succeeded although a rank was killed", r)
+    for rank in range(dead):
+        m = re.search(rf"SURVIVOR rank {rank} after ([0-9.]+) s: \[RemoteError\] (.*)", r.stdout)
+        if not m:
+            fail(f"survivor rank {rank} did not report the dead peer", r)
+        seconds, text = float(m.group(1)), m.group(2)
+        if seconds > DEATH_NOTICED_S:
+            fail(f"rank {rank} noticed the death after {seconds} s", r)
+        if f"rank {dead}" not in text or host not in text or "exited" not in text:
+            fail(f"rank {rank}'s error does not name rank {dead}, host {host} and the exit: {text}", r)
+
+
+if __name__ == "__main__":
+    DCOMM_RUN, MP_TRANSPORTS, CASE = sys.argv[1], sys.argv[2], sys.argv[3]
+    name, nproc = CASE.rsplit("_", 1)
+    {"conformance": conformance, "peer_killed": peer_killed}[name](int(nproc))
+    print(f"{CASE}: passed")

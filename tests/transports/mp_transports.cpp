@@ -1,0 +1,145 @@
+// The transport suite in real processes, started by dcomm-run (see mp_tests.py). One mode per run:
+//   conformance  every rank runs the conformance cases, 256 MiB and the poison case; exit 0 when all pass.
+//   peer_killed  the last rank posts traffic and kills itself with SIGKILL; every survivor must fail well before
+//                the op timeout with an error naming the dead rank and its host. Survivors print
+//                "SURVIVOR rank R after S s: <error>" and exit 3; anything else exits 1.
+//   bench        rank 0 and 1: 8-byte ping-pong latency and 16 MiB bandwidth (a measurement, not a test).
+// The transport is whatever DCOMM_TRANSPORT says (the tests force shm).
+#include <fmt/format.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+
+#include <dcomm/error.hpp>
+
+#include "rendezvous/bootstrap.hpp"
+#include "tests/transports/conformance.hpp"
+#include "transports/peer_table.hpp"
+
+namespace {
+
+using dcomm::transport::Mesh;
+
+constexpr int kExitPass = 0;
+constexpr int kExitFail = 1;
+constexpr int kExitSurvivorSawDeath = 3;
+
+std::shared_ptr<Mesh> join(dcomm::rdzv::Bootstrap& boot) {
+  const dcomm::Identity& id = boot.identity;
+  auto self = dcomm::transport::local_peer_info(id.rank, id.local_rank, id.node_rank, id.host_id);
+  dcomm::transport::MeshOptions opts;
+  opts.timeout = std::chrono::seconds(120);
+  return Mesh::create(dcomm::make_prefix_store("mesh/", boot.store), self, id.world_size, opts);
+}
+
+int conformance(Mesh& m) {
+  dcomm::test::RankLog log;
+  dcomm::test::run_conformance(m, log);
+  dcomm::test::case_big_message(m, log);
+  dcomm::test::barrier(m, 999998, log);
+  dcomm::test::case_poison_after_timeout(m, log);
+  for (const auto& f : log.failures) std::fprintf(stderr, "FAIL %s\n", f.c_str());
+  std::printf("rank %d over %s: %zu failure(s)\n", m.rank(), m.size() > 1 ? m.transport_name((m.rank() + 1) % m.size()) : "self",
+              log.failures.size());
+  return log.failures.empty() ? kExitPass : kExitFail;
+}
+
+int peer_killed(Mesh& m) {
+  const int dead = m.size() - 1;
+  const std::size_t kBytes = 64u << 20;
+  std::vector<uint8_t> buf(kBytes, static_cast<uint8_t>(m.rank() + 1));
+  if (m.rank() == dead) {
+    // Post a receive for rank 0's large message and a small send, then die without progressing either: rank
+    // 0's send is announced but never pulled or acknowledged.
+    auto r = m.irecv(0, 1, buf.data(), kBytes);
+    auto s = m.isend(0, 5, buf.data(), 8);
+    std::fflush(stdout);
+    ::raise(SIGKILL);
+  }
+  // Rank 0 is mid-send to the dead rank; rank 1 (in worlds of 3) waits for anyone's message.
+  dcomm::transport::RequestPtr req = m.rank() == 0 ? m.isend(dead, 1, buf.data(), kBytes)
+                                                   : m.irecv(dcomm::kAnySource, 2, buf.data(), kBytes);
+  auto start = std::chrono::steady_clock::now();
+  try {
+    m.wait(*req, dcomm::Deadline::after(std::chrono::seconds(120)), fmt::format("peer_killed rank {}", m.rank()));
+    std::printf("rank %d: the request completed although rank %d was killed\n", m.rank(), dead);
+    return kExitFail;
+  } catch (const dcomm::Error& e) {
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::printf("SURVIVOR rank %d after %.1f s: [%s] %s\n", m.rank(), s, dcomm::to_string(e.code()), e.what());
+    std::fflush(stdout);
+    return kExitSurvivorSawDeath;
+  }
+}
+
+int bench(Mesh& m) {
+  if (m.rank() > 1) return kExitPass;
+  const int peer = 1 - m.rank();
+  auto deadline = [] { return dcomm::Deadline::after(std::chrono::seconds(60)); };
+  // Ping-pong: rank 0 sends and waits for the echo. Stream: rank 0 sends, rank 1 receives, one at a time.
+  auto exchange = [&](std::vector<uint8_t>& out, std::vector<uint8_t>& in, int iters, bool ping_pong) {
+    for (int i = 0; i < iters; ++i) {
+      bool sends_first = m.rank() == 0;
+      if (sends_first) {
+        auto s = m.isend(peer, 1, out.data(), out.size());
+        m.wait(*s, deadline(), "bench send");
+      }
+      if (ping_pong || !sends_first) {
+        auto r = m.irecv(peer, 1, in.data(), in.size());
+        m.wait(*r, deadline(), "bench recv");
+      }
+      if (ping_pong && !sends_first) {
+        auto s = m.isend(peer, 1, out.data(), out.size());
+        m.wait(*s, deadline(), "bench send");
+      }
+    }
+  };
+  std::vector<uint8_t> small_out(8, 1), small_in(8);
+  exchange(small_out, small_in, 1000, true);  // warm up
+  constexpr int kPings = 20000;
+  auto t0 = std::chrono::steady_clock::now();
+  exchange(small_out, small_in, kPings, true);
+  double lat_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / kPings / 2;
+  std::vector<uint8_t> big_out(16u << 20, 2), big_in(16u << 20);
+  exchange(big_out, big_in, 3, false);
+  constexpr int kBig = 40;
+  dcomm::test::RankLog log;
+  dcomm::test::barrier(m, 7, log);
+  t0 = std::chrono::steady_clock::now();
+  exchange(big_out, big_in, kBig, false);
+  dcomm::test::barrier(m, 8, log);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (m.rank() == 0) {
+    std::printf("BENCH over %s: 8 B latency %.2f us (half round trip, %d pings); 16 MiB bandwidth %.2f GB/s "
+                "(%d messages)\n",
+                m.transport_name(peer), lat_us, kPings, kBig * double(16u << 20) / secs / 1e9, kBig);
+  }
+  return log.failures.empty() ? kExitPass : kExitFail;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string mode = argc > 1 ? argv[1] : "conformance";
+  // A survivor must outlive dcomm-run's SIGTERM to the group after a rank dies, long enough to report.
+  if (mode == "peer_killed") {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigprocmask(SIG_BLOCK, &set, nullptr);
+  }
+  try {
+    auto boot = dcomm::rdzv::bootstrap(dcomm::InitOptions{});
+    auto mesh = join(boot);
+    int rc = mode == "conformance" ? conformance(*mesh) : mode == "peer_killed" ? peer_killed(*mesh)
+             : mode == "bench"     ? bench(*mesh)
+                                   : (std::fprintf(stderr, "unknown mode %s\n", mode.c_str()), kExitFail);
+    mesh->close();
+    return rc;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mp_transports %s failed: %s\n", mode.c_str(), e.what());
+    return kExitFail;
+  }
+}

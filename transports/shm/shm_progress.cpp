@@ -1,0 +1,200 @@
+// The shm transport's message path: isend, progress (backlogs, streams, draining the rings), receive, discard.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include <dcomm/error.hpp>
+
+#include "transports/shm/shm_cma.hpp"
+#include "transports/shm/shm_transport.hpp"
+
+namespace dcomm::transport::shm {
+namespace {
+
+// Records taken from one peer's ring per progress() call, so one busy peer cannot starve the others.
+constexpr int kDrainBudget = 256;
+
+}  // namespace
+
+void ShmTransport::post(Peer& p, const RecordHeader& h, const void* payload) {
+  if (p.backlog.empty() && p.out.try_write(h, payload)) return;
+  Backlogged b{h, {}};
+  if (h.len != 0) b.payload.assign(static_cast<const char*>(payload), static_cast<const char*>(payload) + h.len);
+  p.backlog.push_back(std::move(b));
+}
+
+bool ShmTransport::flush_backlog(Peer& p) {
+  bool moved = false;
+  while (!p.backlog.empty() && p.out.try_write(p.backlog.front().h, p.backlog.front().payload.data())) {
+    p.backlog.pop_front();
+    moved = true;
+  }
+  return moved;
+}
+
+void ShmTransport::isend(int to, uint64_t tag, const void* data, std::size_t bytes, const Device& /*device*/,
+                         OpPtr op) {
+  Peer& p = peer(to);
+  RecordHeader h;
+  h.tag = tag;
+  h.bytes = bytes;
+  if (bytes <= knobs_.eager_bytes) {
+    h.kind = RecordKind::kEager;
+    h.len = bytes;
+    post(p, h, data);
+    op->complete(bytes);
+    return;
+  }
+  h.kind = RecordKind::kRts;
+  h.msg_id = next_msg_id_++;
+  h.addr = reinterpret_cast<uint64_t>(data);
+  sends_.emplace(h.msg_id, OutMessage{to, static_cast<const char*>(data), bytes, 0, std::move(op)});
+  post(p, h, nullptr);
+}
+
+bool ShmTransport::feed_streams() {
+  bool moved = false;
+  for (auto it = streams_.begin(); it != streams_.end();) {
+    auto s = sends_.find(*it);
+    OutMessage& m = s->second;
+    Peer& p = peer(m.peer);
+    while (m.sent < m.bytes && p.backlog.empty()) {
+      RecordHeader h;
+      h.kind = RecordKind::kData;
+      h.msg_id = s->first;
+      h.bytes = m.bytes;
+      h.offset = m.sent;
+      h.len = std::min(knobs_.chunk_bytes, m.bytes - m.sent);
+      if (!p.out.try_write(h, m.data + m.sent)) break;
+      m.sent += h.len;
+      moved = true;
+    }
+    if (m.sent == m.bytes) {
+      m.op->complete(m.bytes);
+      sends_.erase(s);
+      it = streams_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return moved;
+}
+
+bool ShmTransport::progress(ArrivalSink& sink) {
+  if (closed_) return false;
+  bool moved = false;
+  for (int r : connected_) moved = flush_backlog(peer(r)) || moved;
+  moved = feed_streams() || moved;
+  for (int r : connected_) moved = drain(r, sink) || moved;
+  return moved;
+}
+
+bool ShmTransport::drain(int from, ArrivalSink& sink) {
+  Peer& p = peer(from);
+  int n = 0;
+  for (const RecordHeader* h; n < kDrainBudget && (h = p.in.peek()) != nullptr; ++n) {
+    // Copy the header out: the peer cannot overwrite it before pop(), but a copy keeps handle() simple.
+    RecordHeader copy = *h;
+    handle(from, copy, p.in.payload(h), sink);
+    p.in.pop();
+  }
+  return n > 0;
+}
+
+void ShmTransport::handle(int from, const RecordHeader& h, const char* payload, ArrivalSink& sink) {
+  switch (h.kind) {
+    case RecordKind::kEager:
+    case RecordKind::kRts: {
+      uint64_t token = next_token_++;
+      held_.emplace(token, Held{from, h, h.kind == RecordKind::kEager ? payload : nullptr, {}});
+      sink.arrived(*this, Incoming{from, h.tag, h.bytes, token});
+      // Not received during the announcement: copy it out so the ring keeps flowing.
+      auto it = held_.find(token);
+      if (it != held_.end() && it->second.in_ring != nullptr) {
+        it->second.owned.assign(payload, payload + h.len);
+        it->second.in_ring = nullptr;
+      }
+      return;
+    }
+    case RecordKind::kAck: {
+      auto it = sends_.find(h.msg_id);
+      if (it == sends_.end()) return;
+      it->second.op->complete(it->second.bytes);
+      sends_.erase(it);
+      return;
+    }
+    case RecordKind::kCts:
+      if (sends_.count(h.msg_id) != 0) streams_.push_back(h.msg_id);
+      return;
+    case RecordKind::kData: {
+      auto it = in_streams_.find({from, h.msg_id});
+      if (it == in_streams_.end()) return;
+      InStream& s = it->second;
+      std::memcpy(s.dst + h.offset, payload, h.len);
+      s.got += h.len;
+      if (s.got == s.bytes) {
+        s.op->complete(s.bytes);
+        in_streams_.erase(it);
+      }
+      return;
+    }
+    case RecordKind::kPad: return;
+  }
+}
+
+void ShmTransport::ack(int to, uint64_t msg_id) {
+  RecordHeader h;
+  h.kind = RecordKind::kAck;
+  h.msg_id = msg_id;
+  post(peer(to), h, nullptr);
+}
+
+void ShmTransport::receive(const Incoming& msg, void* dst, const Device& /*device*/, OpPtr op) {
+  auto it = held_.find(msg.token);
+  if (it == held_.end()) {
+    op->fail(std::make_exception_ptr(Error(ErrorCode::kInternal, "shm: receive of an unknown message")));
+    return;
+  }
+  Held held = std::move(it->second);
+  held_.erase(it);
+  Peer& p = peer(held.peer);
+  if (held.h.kind == RecordKind::kEager) {
+    if (held.h.len != 0) std::memcpy(dst, held.in_ring != nullptr ? held.in_ring : held.owned.data(), held.h.len);
+    op->complete(held.h.len);
+    return;
+  }
+  if (p.cma) {
+    int err = cma_read(p.info.pid, dst, held.h.addr, held.h.bytes);
+    if (err == 0) {
+      ack(held.peer, held.h.msg_id);
+      op->complete(held.h.bytes);
+      return;
+    }
+    if (err == ESRCH) {
+      op->fail(std::make_exception_ptr(RemoteError(fmt::format(
+          "shm: recv from rank {} ({}): process {} on host {} exited before its message could be read", held.peer,
+          format_bytes(held.h.bytes), p.info.pid, p.info.hostname))));
+      return;
+    }
+    // Permission can be lost (a peer that changed credentials): stream from now on.
+    p.cma = false;
+  }
+  in_streams_.emplace(std::make_pair(held.peer, held.h.msg_id),
+                      InStream{static_cast<char*>(dst), held.h.bytes, 0, std::move(op)});
+  RecordHeader h;
+  h.kind = RecordKind::kCts;
+  h.msg_id = held.h.msg_id;
+  post(p, h, nullptr);
+}
+
+void ShmTransport::discard(const Incoming& msg) {
+  auto it = held_.find(msg.token);
+  if (it == held_.end()) return;
+  // A large message is dropped without reading it; the ack still completes the sender's op.
+  if (it->second.h.kind == RecordKind::kRts) ack(it->second.peer, it->second.h.msg_id);
+  held_.erase(it);
+}
+
+}  // namespace dcomm::transport::shm

@@ -1,0 +1,58 @@
+#include "transports/shm/shm_ring.hpp"
+
+#include <cstring>
+
+namespace dcomm::transport::shm {
+
+Ring::Ring(void* base, uint64_t capacity)
+    : ctl_(static_cast<RingControl*>(base)),
+      data_(static_cast<char*>(base) + kRingControlBytes),
+      capacity_(capacity) {}
+
+void Ring::init() {
+  new (ctl_) RingControl{};
+  ctl_->head.store(0, std::memory_order_relaxed);
+  ctl_->tail.store(0, std::memory_order_relaxed);
+}
+
+bool Ring::try_write(const RecordHeader& h, const void* payload) {
+  uint64_t head = ctl_->head.load(std::memory_order_relaxed);
+  uint64_t need = record_bytes(h.len);
+  uint64_t pos = head % capacity_;
+  uint64_t to_end = capacity_ - pos;
+  uint64_t pad = need > to_end ? to_end : 0;
+  if (head + pad + need - cached_tail_ > capacity_) {
+    cached_tail_ = ctl_->tail.load(std::memory_order_acquire);
+    if (head + pad + need - cached_tail_ > capacity_) return false;
+  }
+  if (pad != 0) {
+    // The pad's header is all the consumer reads; it tells it to go back to offset 0.
+    RecordHeader p;
+    std::memcpy(data_ + pos, &p, sizeof(p));
+    head += pad;
+    pos = 0;
+  }
+  std::memcpy(data_ + pos, &h, sizeof(h));
+  if (h.len != 0) std::memcpy(data_ + pos + kRecordAlign, payload, h.len);
+  ctl_->head.store(head + need, std::memory_order_release);
+  return true;
+}
+
+const RecordHeader* Ring::peek() {
+  for (;;) {
+    uint64_t tail = ctl_->tail.load(std::memory_order_relaxed);
+    if (tail == ctl_->head.load(std::memory_order_acquire)) return nullptr;
+    uint64_t pos = tail % capacity_;
+    auto* h = reinterpret_cast<const RecordHeader*>(data_ + pos);
+    if (h->kind != RecordKind::kPad) return h;
+    ctl_->tail.store(tail + (capacity_ - pos), std::memory_order_release);
+  }
+}
+
+void Ring::pop() {
+  uint64_t tail = ctl_->tail.load(std::memory_order_relaxed);
+  auto* h = reinterpret_cast<const RecordHeader*>(data_ + tail % capacity_);
+  ctl_->tail.store(tail + record_bytes(h->len), std::memory_order_release);
+}
+
+}  // namespace dcomm::transport::shm

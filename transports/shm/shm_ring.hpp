@@ -1,0 +1,71 @@
+#pragma once
+// A lock-free single-producer single-consumer ring of records in shared memory. The producer is the peer that
+// sends, the consumer the rank that owns the segment the ring lives in. Head and tail are monotonic 64-bit byte
+// counts on their own cache lines; a record never wraps: when one does not fit before the end, the producer
+// writes a pad record and starts again at offset 0. Records are 64-byte aligned and at most half the ring, so
+// a record always fits once the consumer catches up.
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace dcomm::transport::shm {
+
+enum class RecordKind : uint32_t {
+  kPad = 0,    ///< skip to the start of the ring
+  kEager,      ///< a small message; payload follows
+  kRts,        ///< a large message: tag, bytes, msg_id, and the sender's address for CMA
+  kAck,        ///< receiver to sender: the large message msg_id was read or discarded; the send is complete
+  kCts,        ///< receiver to sender: stream the large message msg_id through the ring (no CMA)
+  kData,       ///< a piece of a streamed message: msg_id, offset, len; payload follows
+};
+
+struct RecordHeader {
+  RecordKind kind = RecordKind::kPad;
+  uint32_t reserved = 0;
+  uint64_t tag = 0;
+  uint64_t bytes = 0;   ///< the whole message's size
+  uint64_t msg_id = 0;  ///< per sender, names a large message in kRts / kAck / kCts / kData
+  uint64_t addr = 0;    ///< kRts: the payload's address in the sender's process
+  uint64_t offset = 0;  ///< kData: where this piece goes
+  uint64_t len = 0;     ///< bytes of payload in this record
+};
+inline constexpr std::size_t kRecordAlign = 64;
+static_assert(sizeof(RecordHeader) <= kRecordAlign, "a record header must fit one cache line");
+
+/// The shared part of a ring: two cache lines of counters, then `capacity` bytes of records.
+struct RingControl {
+  alignas(64) std::atomic<uint64_t> head;  ///< bytes the producer has written
+  alignas(64) std::atomic<uint64_t> tail;  ///< bytes the consumer has released
+};
+inline constexpr std::size_t kRingControlBytes = sizeof(RingControl);
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "ring counters must be lock-free across processes");
+
+/// A view of one ring, held by the producer or the consumer.
+class Ring {
+ public:
+  Ring() = default;
+  /// `base` points at the RingControl; the records follow it. `capacity` is a multiple of kRecordAlign.
+  Ring(void* base, uint64_t capacity);
+  /// Zeroes the counters; the segment's owner calls it once, before anyone else maps the segment.
+  void init();
+
+  /// The most payload one record may carry.
+  uint64_t max_payload() const { return capacity_ / 2 - kRecordAlign; }
+  /// Producer: appends a record; false when there is no room now.
+  bool try_write(const RecordHeader& h, const void* payload);
+  /// Consumer: the next record, or null when the ring is empty. Valid until pop().
+  const RecordHeader* peek();
+  const char* payload(const RecordHeader* h) const { return reinterpret_cast<const char*>(h) + kRecordAlign; }
+  void pop();
+
+  static uint64_t record_bytes(uint64_t len) { return (kRecordAlign + len + kRecordAlign - 1) / kRecordAlign * kRecordAlign; }
+
+ private:
+  RingControl* ctl_ = nullptr;
+  char* data_ = nullptr;
+  uint64_t capacity_ = 0;
+  uint64_t cached_tail_ = 0;  ///< producer: the last tail seen, so most writes skip reading the shared line
+};
+
+}  // namespace dcomm::transport::shm

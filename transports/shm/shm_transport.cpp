@@ -1,0 +1,146 @@
+// The shm transport's setup, liveness and teardown (the message path is in shm_progress.cpp).
+#include "transports/shm/shm_transport.hpp"
+
+#include <fmt/format.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+#include <dcomm/error.hpp>
+
+#include "common/env.hpp"
+#include "common/log.hpp"
+#include "transports/shm/shm_cma.hpp"
+#include "transports/store_keys.hpp"
+
+namespace dcomm::transport::shm {
+namespace {
+
+constexpr long long kDefaultEagerBytes = 16 << 10;
+constexpr long long kDefaultChunkBytes = 256 << 10;
+constexpr long long kDefaultRingBytes = 1 << 20;
+constexpr long long kMinRingBytes = 1024;
+
+uint64_t positive_knob(const char* name, long long fallback, long long min) {
+  long long v = env::get_int(name, fallback);
+  if (v < min) throw InvalidUsageError(fmt::format("{}={} is below the minimum {}", name, v, min));
+  return static_cast<uint64_t>(v);
+}
+
+/// Whether `pid` has exited. A zombie (exited, not yet reaped by its parent) counts as exited.
+bool process_exited(int pid) {
+  if (::kill(pid, 0) != 0 && errno == ESRCH) return true;
+  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  auto close_paren = line.rfind(')');
+  return close_paren != std::string::npos && close_paren + 2 < line.size() &&
+         (line[close_paren + 2] == 'Z' || line[close_paren + 2] == 'X');
+}
+
+}  // namespace
+
+Knobs Knobs::from_env() {
+  Knobs k;
+  k.eager_bytes = positive_knob("DCOMM_SHM_EAGER_BYTES", kDefaultEagerBytes, 0);
+  k.chunk_bytes = positive_knob("DCOMM_SHM_CHUNK_BYTES", kDefaultChunkBytes, 1);
+  k.ring_bytes = (positive_knob("DCOMM_SHM_RING_BYTES", kDefaultRingBytes, kMinRingBytes) + kRecordAlign - 1) /
+                 kRecordAlign * kRecordAlign;
+  k.cma = env::get_bool("DCOMM_SHM_CMA", true);
+  uint64_t max_payload = k.ring_bytes / 2 - kRecordAlign;
+  if (k.eager_bytes > max_payload || k.chunk_bytes > max_payload) {
+    throw InvalidUsageError(fmt::format(
+        "DCOMM_SHM_EAGER_BYTES ({}) and DCOMM_SHM_CHUNK_BYTES ({}) must each be at most half the ring less 64 "
+        "bytes ({}, from DCOMM_SHM_RING_BYTES={})",
+        k.eager_bytes, k.chunk_bytes, max_payload, k.ring_bytes));
+  }
+  return k;
+}
+
+ShmTransport::ShmTransport(const TransportContext& ctx)
+    : ctx_(ctx),
+      knobs_(Knobs::from_env()),
+      mine_(Segment::create(segment_name(ctx.world_id, ctx.self.rank), ctx.self.rank, ctx.world_size,
+                            knobs_.ring_bytes)),
+      peers_(static_cast<std::size_t>(ctx.world_size)) {
+  mine_.header()->probe_addr = cma_probe_address();
+  mine_.header()->probe_value = cma_probe_value();
+}
+
+void ShmTransport::publish(Store& store) { store.set(rank_key("segment", ctx_.self.rank), mine_.name()); }
+
+void ShmTransport::connect(Store& store, const std::vector<PeerInfo>& peers, const Deadline& deadline) {
+  std::string what = fmt::format("shm connect rank {}/{}", ctx_.self.rank, ctx_.world_size);
+  std::vector<int> ranks;
+  for (const auto& info : peers) ranks.push_back(info.rank);
+  wait_for_ranks(store, "segment", ranks, deadline, what, "publish their shm segment");
+  for (const auto& info : peers) {
+    Peer& p = peer(info.rank);
+    p.info = info;
+    p.seg = Segment::open(store.get_string(rank_key("segment", info.rank)), info.rank);
+    if (p.seg.header()->owner_pid != info.pid) {
+      throw Error(ErrorCode::kInternal, fmt::format("{}: segment {} belongs to pid {}, but rank {} is pid {}", what,
+                                                    p.seg.name(), p.seg.header()->owner_pid, info.rank, info.pid));
+    }
+    p.out = p.seg.ring(ctx_.self.rank);
+    p.in = mine_.ring(info.rank);
+    if (knobs_.cma) {
+      int err = cma_probe(info.pid, p.seg.header()->probe_addr, p.seg.header()->probe_value);
+      p.cma = err == 0;
+      if (!p.cma) {
+        DCOMM_INFO("{}: cross-memory attach to rank {} (pid {}) not allowed ({}); large messages stream through "
+                   "shared memory (check /proc/sys/kernel/yama/ptrace_scope)",
+                   what, info.rank, info.pid, std::strerror(err));
+      }
+    }
+    p.connected = true;
+    connected_.push_back(info.rank);
+  }
+  // Once every peer has mapped this rank's segment its name can go: the mappings keep the memory, and a crash
+  // from here on leaves nothing behind in /dev/shm.
+  store.set(rank_key("mapped", ctx_.self.rank), std::string("1"));
+  wait_for_ranks(store, "mapped", ranks, deadline, what, "map this rank's shm segment");
+  mine_.unlink();
+}
+
+std::string ShmTransport::peer_failure(int rank) {
+  Peer& p = peer(rank);
+  if (!p.connected) return {};
+  if (p.seg.header()->closed.load(std::memory_order_acquire) != 0) {
+    return fmt::format("rank {} (pid {} on host {}) closed its shm transport", rank, p.info.pid, p.info.hostname);
+  }
+  if (p.info.pid != ::getpid() && process_exited(p.info.pid)) {
+    return fmt::format("process {} (rank {}) on host {} exited", p.info.pid, rank, p.info.hostname);
+  }
+  return {};
+}
+
+std::exception_ptr ShmTransport::closed_error(const char* what) const {
+  return std::make_exception_ptr(
+      AbortedError(fmt::format("shm rank {}: {} was still in flight when the transport closed", ctx_.self.rank, what)));
+}
+
+void ShmTransport::close() noexcept {
+  if (closed_) return;
+  closed_ = true;
+  if (mine_.header() != nullptr) mine_.header()->closed.store(1, std::memory_order_release);
+  for (auto& [id, m] : sends_) m.op->fail(closed_error("a send"));
+  for (auto& [key, s] : in_streams_) s.op->fail(closed_error("a receive"));
+  sends_.clear();
+  streams_.clear();
+  in_streams_.clear();
+  held_.clear();
+  for (auto& p : peers_) p.seg.release();
+  mine_.release();
+}
+
+}  // namespace dcomm::transport::shm
+
+namespace dcomm::transport {
+std::unique_ptr<Transport> make_shm_transport(const TransportContext& ctx) {
+  return std::make_unique<shm::ShmTransport>(ctx);
+}
+}  // namespace dcomm::transport

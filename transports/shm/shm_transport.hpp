@@ -1,0 +1,104 @@
+#pragma once
+// The shm transport: processes (or threads) of one node.
+//   small messages (<= DCOMM_SHM_EAGER_BYTES): copied into the per-pair ring, completed at once;
+//   large messages: the sender announces the message and its address (kRts). Once the receive is matched, the
+//     receiver copies it with one process_vm_readv and acks (kAck); where CMA is not allowed it asks (kCts) and
+//     the sender streams it through the ring in DCOMM_SHM_CHUNK_BYTES pieces (kData), the ring acting as the
+//     pipelined buffer. The sender's op completes at the ack, or when the last piece is in the ring.
+// Records that find the ring full wait in a per-peer backlog, so the order per peer never changes.
+// Setup and teardown are in shm_transport.cpp, the message path in shm_progress.cpp.
+
+#include <deque>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "transports/registry.hpp"
+#include "transports/shm/shm_segment.hpp"
+
+namespace dcomm::transport::shm {
+
+struct Knobs {
+  uint64_t eager_bytes;
+  uint64_t chunk_bytes;
+  uint64_t ring_bytes;
+  bool cma;
+  /// From DCOMM_SHM_EAGER_BYTES, DCOMM_SHM_CHUNK_BYTES, DCOMM_SHM_RING_BYTES, DCOMM_SHM_CMA; throws
+  /// InvalidUsageError naming the variable when they do not fit together.
+  static Knobs from_env();
+};
+
+class ShmTransport final : public Transport {
+ public:
+  explicit ShmTransport(const TransportContext& ctx);
+  ~ShmTransport() override { close(); }
+
+  const char* name() const override { return "shm"; }
+  void publish(Store& store) override;
+  bool can_connect(const PeerInfo& self, const PeerInfo& peer) const override { return self.host_id == peer.host_id; }
+  void connect(Store& store, const std::vector<PeerInfo>& peers, const Deadline& deadline) override;
+  void isend(int peer, uint64_t tag, const void* data, std::size_t bytes, const Device& device, OpPtr op) override;
+  bool progress(ArrivalSink& sink) override;
+  void receive(const Incoming& msg, void* dst, const Device& device, OpPtr op) override;
+  void discard(const Incoming& msg) override;
+  std::string peer_failure(int peer) override;
+  void close() noexcept override;
+
+ private:
+  struct Backlogged {
+    RecordHeader h;
+    std::vector<char> payload;
+  };
+  struct Peer {
+    PeerInfo info;
+    Segment seg;  ///< theirs: `out` lives in it
+    Ring out;     ///< where this rank writes to them
+    Ring in;      ///< where they write to this rank (in this rank's segment)
+    std::deque<Backlogged> backlog;
+    bool cma = false;  ///< this rank may read their memory
+    bool connected = false;
+  };
+  struct OutMessage {  ///< a large send waiting for its ack or being streamed
+    int peer;
+    const char* data;
+    uint64_t bytes;
+    uint64_t sent;
+    OpPtr op;
+  };
+  struct Held {  ///< an announced message whose payload waits for receive() or discard()
+    int peer;
+    RecordHeader h;
+    const char* in_ring;  ///< eager payload still in the ring (only while it is being announced)
+    std::vector<char> owned;
+  };
+  struct InStream {  ///< a large receive being streamed into `dst`
+    char* dst;
+    uint64_t bytes;
+    uint64_t got;
+    OpPtr op;
+  };
+
+  void post(Peer& p, const RecordHeader& h, const void* payload);
+  bool flush_backlog(Peer& p);
+  bool feed_streams();
+  bool drain(int peer, ArrivalSink& sink);
+  void handle(int peer, const RecordHeader& h, const char* payload, ArrivalSink& sink);
+  void ack(int peer, uint64_t msg_id);
+  Peer& peer(int rank) { return peers_[static_cast<std::size_t>(rank)]; }
+  std::exception_ptr closed_error(const char* what) const;
+
+  TransportContext ctx_;
+  Knobs knobs_;
+  Segment mine_;
+  std::vector<Peer> peers_;  ///< indexed by world rank; only the connected ones are used
+  std::vector<int> connected_;
+  std::map<uint64_t, OutMessage> sends_;
+  std::deque<uint64_t> streams_;
+  std::map<uint64_t, Held> held_;
+  std::map<std::pair<int, uint64_t>, InStream> in_streams_;
+  uint64_t next_msg_id_ = 1;
+  uint64_t next_token_ = 1;
+  bool closed_ = false;
+};
+
+}  // namespace dcomm::transport::shm
