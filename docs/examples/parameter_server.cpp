@@ -177,8 +177,8 @@ class ParameterServer {
     sends_.wait_all(config_.timeout);
     if (result_.sent != result_.applied + result_.discarded + result_.drained) {
       throw std::logic_error("parameter server: learners sent " + std::to_string(result_.sent) +
-                             " gradients but only " + std::to_string(result_.applied + result_.discarded + result_.drained) +
-                             " were received");
+                             " gradients but only " +
+                             std::to_string(result_.applied + result_.discarded + result_.drained) + " were received");
     }
     result_.mean_staleness = result_.applied > 0 ? staleness_sum_ / static_cast<double>(result_.applied) : 0;
   }

@@ -7,12 +7,18 @@ namespace examples {
 
 const char* to_string(Variant v) {
   switch (v) {
-    case Variant::kFullySync: return "fully-sync";
-    case Variant::kKSync: return "K-sync";
-    case Variant::kKBatchSync: return "K-batch-sync";
-    case Variant::kAsync: return "async";
-    case Variant::kKAsync: return "K-async";
-    case Variant::kKBatchAsync: return "K-batch-async";
+    case Variant::kFullySync:
+      return "fully-sync";
+    case Variant::kKSync:
+      return "K-sync";
+    case Variant::kKBatchSync:
+      return "K-batch-sync";
+    case Variant::kAsync:
+      return "async";
+    case Variant::kKAsync:
+      return "K-async";
+    case Variant::kKBatchAsync:
+      return "K-batch-async";
   }
   return "?";
 }
@@ -29,12 +35,18 @@ bool parse_variant(const std::string& name, Variant* out) {
 
 VariantRule rule_of(Variant v, int learners, int k) {
   switch (v) {
-    case Variant::kFullySync: return {true, false, learners};
-    case Variant::kKSync: return {true, false, k};
-    case Variant::kKBatchSync: return {true, true, k};
-    case Variant::kAsync: return {false, false, 1};
-    case Variant::kKAsync: return {false, false, k};
-    case Variant::kKBatchAsync: return {false, true, k};
+    case Variant::kFullySync:
+      return {true, false, learners};
+    case Variant::kKSync:
+      return {true, false, k};
+    case Variant::kKBatchSync:
+      return {true, true, k};
+    case Variant::kAsync:
+      return {false, false, 1};
+    case Variant::kKAsync:
+      return {false, false, k};
+    case Variant::kKBatchAsync:
+      return {false, true, k};
   }
   return {true, false, learners};
 }
@@ -55,8 +67,8 @@ void SendQueue::wait_all(dcomm::Duration timeout) {
 }
 
 void poll_pause(unsigned* polls) {
-  // Yield for the first polls (a message is often just about to land), then sleep with growing pauses (up to 256 us) so that a
-  // waiting rank leaves the cores to the ranks that compute.
+  // Yield for the first polls (a message is often just about to land), then sleep with growing pauses (up to 256 us) so
+  // that a waiting rank leaves the cores to the ranks that compute.
   ++*polls;
   if (*polls < 16) {
     std::this_thread::yield();
