@@ -1,6 +1,7 @@
 #include "sgd_protocol.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <thread>
 
 namespace examples {
@@ -79,8 +80,10 @@ void poll_pause(unsigned* polls) {
 }
 
 void throw_poll_timeout(const std::string& what, dcomm::Duration timeout) {
-  throw dcomm::TimeoutError(what + ": not done after " + std::to_string(timeout.count() / 1000.0) +
-                            " s; a peer may have exited or stopped answering - check the other ranks' output");
+  char seconds[32];
+  std::snprintf(seconds, sizeof(seconds), "%.1f s", static_cast<double>(timeout.count()) / 1000.0);
+  throw dcomm::TimeoutError(what + ": not done after " + seconds + " (--timeout-s)" +
+                            "; a peer may have exited or stopped answering - check the other ranks' output");
 }
 
 }  // namespace examples
