@@ -22,6 +22,8 @@ enum class Collective : uint8_t {
 };
 const char* to_string(Collective c) noexcept;  ///< "all_reduce", "broadcast", ...
 bool parse_collective(const std::string& name, Collective* out) noexcept;
+/// The algorithms this build has for a collective, by name ("ring", "tree", ...), in the registry's order.
+std::vector<std::string> algorithms(Collective c);
 
 /// Per-call options.
 struct CollectiveOptions {

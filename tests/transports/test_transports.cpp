@@ -1,5 +1,5 @@
 // The conformance suite in one process: ranks are threads, over every transport that can join threads
-// (loopback, shm), for worlds of 1 to 4 ranks.
+// (loopback, shm, ucx), for worlds of 1 to 4 ranks.
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 

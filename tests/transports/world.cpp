@@ -13,7 +13,7 @@ std::vector<std::string> in_process_transports() {
   std::vector<std::string> out;
   for (const auto& e : transport::transport_table()) {
     std::string n = e.name;
-    if (n == "loopback" || n == "shm") out.push_back(n);
+    if (n == "loopback" || n == "shm" || n == "ucx") out.push_back(n);  // ucx: one UCP worker per thread
   }
   return out;
 }
