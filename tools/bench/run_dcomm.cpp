@@ -66,12 +66,7 @@ class DcommLibrary : public Library {
 std::unique_ptr<Library> make_dcomm_library(ProcessGroupPtr pg) { return std::make_unique<DcommLibrary>(std::move(pg)); }
 
 std::optional<std::vector<std::string>> registered_algorithms(Collective c) {
-#if DCOMM_BENCH_HAVE_ALGORITHMS
   return dcomm::algorithms(c);
-#else
-  (void)c;
-  return std::nullopt;
-#endif
 }
 
 }  // namespace dcomm::bench
