@@ -8,10 +8,10 @@
 namespace dcomm::bench {
 
 std::string table_header(bool vs_mpi) {
-  std::string h = fmt::format("#{:>11} {:>12} {:>9} {:>10} {:>6} {:<12} {:>40} {:>17} {:>7} {:>9}", "", "", "", "",
+  std::string h = fmt::format("#{:>11} {:>12} {:>9} {:>10} {:>6} {:<18} {:>40} {:>17} {:>7} {:>9}", "", "", "", "",
                               "", "", "time (us)", "bandwidth (GB/s)", "", "straggler");
   if (vs_mpi) h += fmt::format(" {:>9}", "dcomm/");
-  h += fmt::format("\n#{:>11} {:>12} {:>9} {:>10} {:>6} {:<12} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>7} {:>9}",
+  h += fmt::format("\n#{:>11} {:>12} {:>9} {:>10} {:>6} {:<18} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>7} {:>9}",
                    "size(B)", "count", "type", "redop", "lib", "algo", "mean", "min", "max", "p50", "p99", "algbw",
                    "busbw", "#wrong", "rank");
   if (vs_mpi) h += fmt::format(" {:>9}", "mpi");
@@ -19,7 +19,7 @@ std::string table_header(bool vs_mpi) {
 }
 
 std::string table_line(const Row& r, bool vs_mpi) {
-  std::string line = fmt::format("{:>12} {:>12} {:>9} {:>10} {:>6} {:<12}", r.bytes, r.count, to_string(r.dtype),
+  std::string line = fmt::format("{:>12} {:>12} {:>9} {:>10} {:>6} {:<18}", r.bytes, r.count, to_string(r.dtype),
                                  r.op.empty() ? "-" : r.op, r.library, r.algo);
   if (!r.skipped.empty()) return line + "  skipped: " + r.skipped;
   line += fmt::format(" {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>8.3f} {:>8.3f} {:>7} {:>9}", r.time_us.mean,

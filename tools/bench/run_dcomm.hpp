@@ -14,8 +14,8 @@ namespace dcomm::bench {
 
 std::unique_ptr<Library> make_dcomm_library(ProcessGroupPtr pg);
 
-/// The algorithms the collectives layer registers for c (dcomm::algorithms()), or nullopt when this dcomm does
-/// not export that list.
+/// The algorithms the collectives layer registers for c (dcomm::algorithms()). Optional so that plan() can also
+/// run without a registry (the unit tests' fake groups).
 std::optional<std::vector<std::string>> registered_algorithms(Collective c);
 
 }  // namespace dcomm::bench

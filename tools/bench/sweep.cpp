@@ -129,7 +129,14 @@ std::vector<Row> Sweep::run(const std::vector<Group>& plan, std::ostream& out) {
   Progress progress(total, lead);
   std::vector<Row> rows;
   if (lead) out << table_header(vs) << std::endl;
+  Coll section = plan.empty() ? Coll::kAllReduce : plan.front().coll;
   for (const Group& g : plan) {
+    // With several collectives, a line names each one's section of the table.
+    if (lead && (g.coll != section || &g == &plan.front()) && opts_.colls.size() > 1) {
+      progress.clear();
+      out << "# " << to_string(g.coll) << '\n';
+    }
+    section = g.coll;
     for (const Layout& l : g.layouts) {
       std::vector<Row> size_rows;
       for (const std::string& algo : g.algos) size_rows.push_back(run_case(*libs_[0], make_case(g, l, algo)));
