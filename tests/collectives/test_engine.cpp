@@ -169,8 +169,9 @@ TEST_CASE("DCOMM_ALGO parsing accepts both spellings and lists valid names", "[c
   CHECK(parse_algorithm_spec("").empty());
   CHECK_THAT(invalid_message([] { parse_algorithm_spec("allreduce:nosuch"); }),
              Catch::Contains("unknown all_reduce algorithm 'nosuch'") && Catch::Contains("ring, tree, double_tree"));
-  CHECK(dcomm::algorithms(Collective::kAllReduce) ==
-        std::vector<std::string>{"ring", "tree", "double_tree", "butterfly", "rabenseifner", "one_to_all", "shm_direct"});
+  CHECK(dcomm::algorithms(Collective::kAllReduce) == std::vector<std::string>{"ring", "tree", "double_tree",
+                                                                              "butterfly", "rabenseifner", "one_to_all",
+                                                                              "shm_direct"});
   CHECK(dcomm::algorithms(Collective::kBarrier) == std::vector<std::string>{"dissemination"});
   CHECK_THAT(invalid_message([] { parse_algorithm_spec("allreduce"); }), Catch::Contains("<collective>:<algorithm>"));
   CHECK_THAT(invalid_message([] { parse_algorithm_spec("everything:ring"); }), Catch::Contains("reduce_scatter"));
@@ -288,26 +289,32 @@ TEST_CASE("report: probe time, fitted model and algorithm times over shm", "[.][
   for (int size : {2, 4, 8}) {
     std::vector<double> create_ms(static_cast<std::size_t>(size));
     std::vector<std::string> report(static_cast<std::size_t>(size));
-    test::run_group(size, [&](const GroupView& view, test::RankRecord&) {
-      auto t0 = Clock::now();
-      auto engine = Engine::create(view);
-      create_ms[static_cast<std::size_t>(view.rank)] =
-          std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-      std::string text = engine->explain(Collective::kAllReduce, 4 << 20);
-      std::vector<float> x(1 << 20, 1.0f);
-      uint64_t seq = 0;
-      for (const Algorithm* a : algorithms_for(Collective::kAllReduce)) {
-        Args args;
-        args.coll = Collective::kAllReduce;
-        args.send = args.recv = Buffer(x);
-        engine->run(args, a->name, soon(), seq++);
-        auto t1 = Clock::now();
-        for (int i = 0; i < 3; ++i) engine->run(args, a->name, soon(), seq++);
-        text += fmt::format("\n  measured {:<14} {:8.2f} ms", a->name,
-                            std::chrono::duration<double, std::milli>(Clock::now() - t1).count() / 3);
-      }
-      report[static_cast<std::size_t>(view.rank)] = text;
-    }, "shm");
+    test::run_group(
+        size,
+        [&](const GroupView& view, test::RankRecord&) {
+          auto t0 = Clock::now();
+          auto engine = Engine::create(view);
+          create_ms[static_cast<std::size_t>(view.rank)] =
+              std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+          std::string text = engine->explain(Collective::kAllReduce, 4 << 20);
+          std::vector<float> x(1 << 20, 1.0f);
+          uint64_t seq = 0;
+          for (const Algorithm* a : algorithms_for(Collective::kAllReduce)) {
+            Args args;
+            args.coll = Collective::kAllReduce;
+            args.send = args.recv = Buffer(x);
+            engine->run(args, a->name, soon(), seq++);
+            double best = 1e30;  // the fastest of 5: the least disturbed by other work on a shared machine
+            for (int i = 0; i < 5; ++i) {
+              auto t1 = Clock::now();
+              engine->run(args, a->name, soon(), seq++);
+              best = std::min(best, std::chrono::duration<double, std::milli>(Clock::now() - t1).count());
+            }
+            text += fmt::format("\n  measured {:<14} {:8.2f} ms", a->name, best);
+          }
+          report[static_cast<std::size_t>(view.rank)] = text;
+        },
+        "shm");
     double worst = *std::max_element(create_ms.begin(), create_ms.end());
     WARN("P=" << size << ": Engine::create (probe) " << worst << " ms\n" << report[0]);
   }
