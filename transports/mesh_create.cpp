@@ -80,6 +80,24 @@ std::vector<Transport*> choose_routes(const std::vector<std::unique_ptr<Transpor
   return route;
 }
 
+/// Per peer, the first transport both sides created that can connect and moves CUDA memory (cuda_ipc), or null:
+/// device buffers to that peer then take its host route, which refuses them.
+std::vector<Transport*> choose_device_routes(const std::vector<std::unique_ptr<Transport>>& transports,
+                                             const std::vector<PeerRecord>& records, int self) {
+  std::vector<Transport*> route(records.size(), nullptr);
+  const PeerInfo& me = records[static_cast<std::size_t>(self)].info;
+  for (std::size_t p = 0; p < records.size(); ++p) {
+    if (static_cast<int>(p) == self) continue;
+    for (const auto& t : transports) {
+      if (records[p].has(t->name()) && t->supports_device(Device::cuda(0)) && t->can_connect(me, records[p].info)) {
+        route[p] = t.get();
+        break;
+      }
+    }
+  }
+  return route;
+}
+
 }  // namespace
 
 std::shared_ptr<Mesh> Mesh::create(std::shared_ptr<Store> store, const PeerInfo& self, int world_size,
@@ -106,7 +124,9 @@ std::shared_ptr<Mesh> Mesh::create(std::shared_ptr<Store> store, const PeerInfo&
   if (forced.empty()) forced = env::get("DCOMM_TRANSPORT").value_or("");
   auto transports = create_transports(ctx, forced, what);
   auto close_all = [&] {
-    for (auto& t : transports) t->close();
+    for (auto& t : transports) {
+      if (t) t->close();
+    }
   };
   try {
     PeerRecord mine{self, {}};
@@ -126,22 +146,22 @@ std::shared_ptr<Mesh> Mesh::create(std::shared_ptr<Store> store, const PeerInfo&
       }
     }
     auto route = choose_routes(transports, records, self.rank, what);
+    auto device_route = choose_device_routes(transports, records, self.rank);
 
     // Connect each transport to the peers it was chosen for; drop the ones no peer uses.
-    std::vector<std::unique_ptr<Transport>> used;
     for (auto& t : transports) {
       std::vector<PeerInfo> peers;
       for (std::size_t p = 0; p < route.size(); ++p) {
-        if (route[p] == t.get()) peers.push_back(records[p].info);
+        if (route[p] == t.get() || device_route[p] == t.get()) peers.push_back(records[p].info);
       }
       if (peers.empty()) {
         t->close();
+        t.reset();
         continue;
       }
       t->connect(*make_prefix_store(prefix + "t/" + t->name() + "/", store), peers, deadline);
-      used.push_back(std::move(t));
     }
-    transports = std::move(used);
+    std::erase(transports, nullptr);
     store->set(rank_key(prefix + "ready", self.rank), std::string("1"));
     wait_for_ranks(*store, prefix + "ready", world_size, deadline, what, "finish connecting");
 
@@ -151,7 +171,7 @@ std::shared_ptr<Mesh> Mesh::create(std::shared_ptr<Store> store, const PeerInfo&
       if (p != self.rank) DCOMM_DEBUG("{}: rank {} over {}", what, p, route[static_cast<std::size_t>(p)]->name());
     }
     return std::make_shared<MeshImpl>(std::move(infos), self.rank, std::move(transports), std::move(route),
-                                      options);
+                                      options, std::move(device_route));
   } catch (...) {
     close_all();
     throw;

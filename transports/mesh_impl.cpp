@@ -17,11 +17,12 @@ std::exception_ptr make_error(ErrorCode code, const std::string& message) {
 }
 
 MeshImpl::MeshImpl(std::vector<PeerInfo> peers, int rank, std::vector<std::unique_ptr<Transport>> transports,
-                   std::vector<Transport*> route, const MeshOptions& options)
+                   std::vector<Transport*> route, const MeshOptions& options, std::vector<Transport*> device_route)
     : peers_(std::move(peers)),
       rank_(rank),
       transports_(std::move(transports)),
       route_(std::move(route)),
+      device_route_(std::move(device_route)),
       options_(options),
       self_(rank) {}
 
@@ -62,11 +63,11 @@ void MeshImpl::check_args(const char* op, int peer, uint64_t tag, const void* da
   if (device.is_host()) return;
   for (int p = 0; p < size(); ++p) {
     if (p == rank_ || (peer != kAnySource && p != peer)) continue;
-    if (!route(p)->supports_device(device)) {
+    if (!route(p, device)->supports_device(device)) {
       throw InvalidUsageError(fmt::format(
           "rank {}/{}: {} {} rank {}: {} memory cannot travel over {} (the transport to rank {}); use host memory "
           "or a transport that moves device memory (cuda_ipc)",
-          rank_, size(), op, dir, peer, to_string(device), route(p)->name(), p));
+          rank_, size(), op, dir, peer, to_string(device), route(p, device)->name(), p));
     }
   }
   if (peer == rank_ || (peer == kAnySource && size() == 1)) {
@@ -82,7 +83,7 @@ RequestPtr MeshImpl::isend(int peer, uint64_t tag, const void* data, std::size_t
   auto r = std::make_shared<Request>(Request{Request::Kind::kSend, peer, tag, nullptr, device, bytes, rank_});
   std::lock_guard<std::mutex> lock(mu_);
   throw_if_poisoned();
-  r->transport = route(peer);
+  r->transport = route(peer, device);
   try {
     r->transport->isend(peer, tag, data, bytes, device, r->op);
   } catch (...) {
@@ -98,7 +99,7 @@ RequestPtr MeshImpl::irecv(int peer, uint64_t tag, void* data, std::size_t capac
   auto r = std::make_shared<Request>(Request{Request::Kind::kRecv, peer, tag, data, device, capacity});
   std::lock_guard<std::mutex> lock(mu_);
   throw_if_poisoned();
-  if (peer != kAnySource) r->transport = route(peer);
+  if (peer != kAnySource) r->transport = route(peer, device);
   if (auto u = matcher_.post(r)) deliver(*r, *u->transport, u->msg);
   return r;
 }
@@ -119,6 +120,15 @@ void MeshImpl::deliver(Request& r, Transport& from, const Incoming& msg) {
         "recv from rank {} tag {}: message of {} does not fit the {} buffer; post a receive at least as large as "
         "the matching send",
         msg.source, r.tag, format_bytes(msg.bytes), format_bytes(r.capacity)))));
+    return;
+  }
+  if (!from.supports_device(r.device)) {
+    // A host-only transport would write device memory with memcpy: refuse, as for a message that does not fit.
+    from.discard(msg);
+    r.op->fail(std::make_exception_ptr(InvalidUsageError(fmt::format(
+        "recv from rank {} tag {}: the {} message came over {} from host memory, but the receive buffer is on {}; "
+        "send from a device buffer too, or receive into host memory",
+        msg.source, r.tag, format_bytes(msg.bytes), from.name(), to_string(r.device)))));
     return;
   }
   r.received = msg.bytes;

@@ -18,9 +18,10 @@ namespace dcomm::transport {
 
 class MeshImpl final : public Mesh, private ArrivalSink {
  public:
-  /// `route[p]` carries traffic to peer p (ignored for this rank); `transports` owns them.
+  /// `route[p]` carries traffic to peer p (ignored for this rank); `transports` owns them. `device_route[p]`, where
+  /// set, carries device memory to peer p instead (cuda_ipc); empty: every buffer takes `route`.
   MeshImpl(std::vector<PeerInfo> peers, int rank, std::vector<std::unique_ptr<Transport>> transports,
-           std::vector<Transport*> route, const MeshOptions& options);
+           std::vector<Transport*> route, const MeshOptions& options, std::vector<Transport*> device_route = {});
   ~MeshImpl() override { close(); }
 
   int rank() const override { return rank_; }
@@ -46,6 +47,12 @@ class MeshImpl final : public Mesh, private ArrivalSink {
   /// Drives every transport once; poisons the mesh and rethrows when one fails. Caller holds mu_.
   bool progress_locked();
   Transport* route(int peer) { return peer == rank_ ? &self_ : route_[static_cast<std::size_t>(peer)]; }
+  /// The transport for memory on `device`: the peer's device route when it has one and the memory is not host.
+  Transport* route(int peer, const Device& device) {
+    if (device.is_host() || peer == rank_ || device_route_.empty()) return route(peer);
+    Transport* t = device_route_[static_cast<std::size_t>(peer)];
+    return t != nullptr ? t : route(peer);
+  }
   void throw_if_poisoned() const;
   void check_args(const char* op, int peer, uint64_t tag, const void* data, std::size_t bytes, const Device& device,
                   bool any_source_ok);
@@ -59,6 +66,7 @@ class MeshImpl final : public Mesh, private ArrivalSink {
   int rank_;
   std::vector<std::unique_ptr<Transport>> transports_;
   std::vector<Transport*> route_;
+  std::vector<Transport*> device_route_;
   MeshOptions options_;
   SelfChannel self_;
   Matcher matcher_;

@@ -1,0 +1,78 @@
+#include "transports/ucx/ucx_transport.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include <dcomm/error.hpp>
+
+#include "common/log.hpp"
+#include "transports/ucx/ucx_tag.hpp"
+
+namespace dcomm::transport::ucx {
+namespace {
+
+// close() gives healthy endpoints this long to flush; a peer that stopped progressing cannot make it hang.
+constexpr Duration kCloseBudget = std::chrono::seconds(2);
+
+}  // namespace
+
+UcxTransport::UcxTransport(const TransportContext& ctx) : ctx_(ctx) {
+  if (ctx.world_size > kMaxWorldSize) {
+    throw InvalidUsageError(fmt::format("ucx transport: a world of {} ranks does not fit the {} source bits of the "
+                                        "UCX tag (at most {} ranks)",
+                                        ctx.world_size, kSourceBits, kMaxWorldSize));
+  }
+  worker_ = std::make_unique<UcxWorker>(who());
+  endpoints_ = std::make_unique<UcxEndpoints>(worker_->get(), ctx.self, ctx.world_size,
+                                              [this](int peer, const std::string& cause) {
+                                                requests_->fail_peer(peer, cause);
+                                              });
+  requests_ = std::make_unique<UcxRequests>([this](int peer) { return endpoints_->name(peer); });
+}
+
+std::string UcxTransport::who() const { return fmt::format("rank {}/{}", ctx_.self.rank, ctx_.world_size); }
+
+void UcxTransport::check_open(const char* call) const {
+  if (!worker_) throw InvalidUsageError(fmt::format("ucx {} on {}: the transport is closed", call, who()));
+}
+
+void UcxTransport::publish(Store& store) {
+  check_open("publish");
+  store.set(UcxEndpoints::address_key(ctx_.self.rank), worker_->address());
+}
+
+void UcxTransport::connect(Store& store, const std::vector<PeerInfo>& peers, const Deadline& deadline) {
+  check_open("connect");
+  endpoints_->connect(store, peers, deadline);
+  DCOMM_DEBUG("ucx: {} connected to {} peer(s)", who(), peers.size());
+}
+
+std::string UcxTransport::peer_failure(int peer) {
+  if (!endpoints_) return {};
+  return endpoints_->failure(peer);
+}
+
+void UcxTransport::close() noexcept {
+  if (!worker_) return;
+  Deadline deadline = Deadline::after(std::min(ctx_.timeout, kCloseBudget));
+  // Messages announced but never taken are dropped, so UCX gets its buffers back and their senders complete.
+  for (const auto& [token, msg] : announced_) start_receive(msg, nullptr, worker_->drop_datatype(), nullptr);
+  announced_.clear();
+  requests_->begin_close(*worker_);
+  endpoints_->close(deadline, [this] { worker_->progress(); });
+  requests_->abandon();
+  worker_.reset();  // UCX may complete leftover requests here; their records are still alive
+  endpoints_.reset();
+  requests_.reset();
+}
+
+}  // namespace dcomm::transport::ucx
+
+namespace dcomm::transport {
+
+std::unique_ptr<Transport> make_ucx_transport(const TransportContext& ctx) {
+  return std::make_unique<ucx::UcxTransport>(ctx);
+}
+
+}  // namespace dcomm::transport

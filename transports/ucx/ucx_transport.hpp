@@ -1,0 +1,57 @@
+#pragma once
+// The ucx transport: dcomm's general fallback (it can reach any peer UCX can), over UCX's tag API.
+//   send:    ucp_tag_send_nbx with the tag [source : 20][dcomm tag : 44]            (ucx_send.cpp)
+//   arrive:  progress() probes with a full wildcard, taking messages out of UCX's    (ucx_receive.cpp)
+//            unexpected queue in arrival order, and announces each with its message handle as the token
+//   receive: ucp_tag_msg_recv_nbx pulls a probed message into the destination; discard() receives it into a
+//            datatype that drops the bytes
+//   failure: endpoints in peer-error mode record UCX's status and fail the ops to that peer (ucx_endpoints.cpp)
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "transports/registry.hpp"
+#include "transports/transport.hpp"
+#include "transports/ucx/ucx_endpoints.hpp"
+#include "transports/ucx/ucx_requests.hpp"
+#include "transports/ucx/ucx_worker.hpp"
+
+namespace dcomm::transport::ucx {
+
+class UcxTransport final : public Transport {
+ public:
+  explicit UcxTransport(const TransportContext& ctx);
+  ~UcxTransport() override { close(); }
+
+  const char* name() const override { return "ucx"; }
+  void publish(Store& store) override;
+  bool can_connect(const PeerInfo&, const PeerInfo&) const override { return true; }
+  void connect(Store& store, const std::vector<PeerInfo>& peers, const Deadline& deadline) override;
+  void isend(int peer, uint64_t tag, const void* data, std::size_t bytes, const Device& device, OpPtr op) override;
+  bool progress(ArrivalSink& sink) override;
+  void receive(const Incoming& msg, void* dst, const Device& device, OpPtr op) override;
+  void discard(const Incoming& msg) override;
+  std::string peer_failure(int peer) override;
+  void close() noexcept override;
+
+ private:
+  std::string who() const;
+  void check_open(const char* call) const;
+  void start_receive(const Incoming& msg, void* dst, ucp_datatype_t datatype, OpPtr op);
+  /// Takes an announced message's handle out of announced_; rejects tokens this transport never announced.
+  void claim(const Incoming& msg, const char* call);
+
+  TransportContext ctx_;
+  // Declared in this order so that destruction (if close() was never reached) releases requests last: UCX may
+  // still complete requests while the worker is destroyed.
+  std::unique_ptr<UcxRequests> requests_;
+  std::unique_ptr<UcxWorker> worker_;
+  std::unique_ptr<UcxEndpoints> endpoints_;
+  // Messages announced to the sink and not yet received or discarded. UCX keeps a probed message until it is
+  // received, so close() discards these, and receive() refuses a token twice instead of handing UCX a stale handle.
+  std::unordered_map<uint64_t, Incoming> announced_;  // by token
+};
+
+}  // namespace dcomm::transport::ucx

@@ -1,0 +1,48 @@
+#pragma once
+// One UCP context and one worker for this rank, with the worker's address and a "drop" datatype that discards
+// whatever is unpacked into it (discard() receives into it, so dropping a many-GiB message allocates nothing).
+//
+// Configuration comes from UCX itself: ucp_config_read() reads UCX_TLS, UCX_NET_DEVICES and every other UCX_*
+// variable, and dcomm overrides none of them. The worker runs in UCS_THREAD_MODE_SERIALIZED: Mesh serialises every
+// call under its lock, but the calls may come from different threads (a Work waited on by another thread), which
+// UCS_THREAD_MODE_SINGLE does not allow.
+
+#include <ucp/api/ucp.h>
+
+#include <string>
+
+#include <dcomm/store.hpp>
+
+namespace dcomm::transport::ucx {
+
+/// "Connection reset by remote peer": UCX's words for a status.
+std::string status_text(ucs_status_t status);
+
+class UcxWorker {
+ public:
+  /// `who` names this rank in error messages ("rank 2/4").
+  explicit UcxWorker(const std::string& who);
+  ~UcxWorker();
+  UcxWorker(const UcxWorker&) = delete;
+  UcxWorker& operator=(const UcxWorker&) = delete;
+
+  ucp_worker_h get() const { return worker_; }
+  /// The worker's address, as peers pass it to ucp_ep_create.
+  Store::Bytes address() const;
+  /// A datatype whose unpack drops the data; count is in bytes.
+  ucp_datatype_t drop_datatype() const { return drop_; }
+  /// One ucp_worker_progress() call; returns how many events it handled.
+  unsigned progress() { return ucp_worker_progress(worker_); }
+
+ private:
+  void destroy() noexcept;
+
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  ucp_address_t* address_ = nullptr;
+  std::size_t address_bytes_ = 0;
+  ucp_datatype_t drop_ = 0;
+  bool have_drop_ = false;
+};
+
+}  // namespace dcomm::transport::ucx
