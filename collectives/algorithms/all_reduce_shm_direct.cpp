@@ -11,7 +11,8 @@
 //   later, after every rank has passed the first barrier of the call in between (so finished reading it).
 //   Each slice is reduced by one rank only, so every rank holds identical bits.
 // Cost: 2⌈log₂P⌉α + (1 + 2(P-1)/P)·nγ (memory copies priced like reduction; no link β): the setup is paid once.
-// Only for groups on one host, host memory, and n <= 16 MiB (the windows take 2n per rank in /dev/shm).
+// Only for groups on one host, host memory, and n <= 16 MiB (the windows take 2n per rank in /dev/shm). When a
+// rank cannot create its window (a small /dev/shm), every rank logs why and runs ring instead, from then on.
 
 #include <fmt/format.h>
 
@@ -21,7 +22,9 @@
 
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/dissemination.hpp"
+#include "collectives/primitives.hpp"
 #include "collectives/shm_segments.hpp"
+#include "common/log.hpp"
 
 namespace dcomm::coll {
 
@@ -30,41 +33,51 @@ namespace {
 constexpr std::size_t kMaxBytes = std::size_t{16} << 20;
 constexpr std::size_t kMinCapacity = std::size_t{64} << 10;
 
+constexpr uint32_t kFallbackStep = 1000;  // above every step the shared-memory path uses
+
 struct Windows final : AlgorithmState {
   std::unique_ptr<ShmWindows> win;
   std::size_t capacity = 0;  // bytes per half
   uint64_t calls = 0;
+  bool unavailable = false;  // a rank could not create its window: ring from now on
 };
 
 void barrier(const Context& c, uint32_t step) {
-  std::vector<uint8_t> token(1, 0);
-  dissemination_merge(c, step, token, [](std::vector<uint8_t>&, const std::vector<uint8_t>&) {});
+  agree(c, step, uint8_t{0}, [](uint8_t&, uint8_t) {});
 }
 
-// Collective: (re)creates the windows for at least `bytes` per half. Uses 2⌈log₂P⌉ steps from `step`.
-void grow(Context& c, Windows& w, std::size_t bytes, uint32_t step) {
+// Collective: (re)creates the windows for at least `bytes` per half. Uses 2⌈log₂P⌉ steps from `step`. Returns
+// false on every rank when any rank could not create its window.
+bool grow(Context& c, Windows& w, std::size_t bytes, uint32_t step) {
   w.win.reset();
   std::size_t capacity = std::max({bytes, kMinCapacity, w.capacity * 2});
-  std::exception_ptr failure;
+  std::string why;
   try {
     w.win = std::make_unique<ShmWindows>(c, 2 * capacity);
-  } catch (const Error&) {
-    failure = std::current_exception();
+  } catch (const Error& e) {
+    why = e.what();
   }
-  // Agree on the lowest rank that failed, so that every rank fails alike instead of waiting for it.
-  int32_t failed = agree(c, step, failure ? c.rank() : INT32_MAX, [](int32_t& m, int32_t t) { m = std::min(m, t); });
-  if (failure) std::rethrow_exception(failure);
+  // Agree on the lowest rank that failed, so that every rank changes course alike.
+  int32_t failed =
+      agree(c, step, why.empty() ? INT32_MAX : c.rank(), [](int32_t& m, int32_t t) { m = std::min(m, t); });
   if (failed != INT32_MAX) {
     w.win.reset();
-    throw Error(ErrorCode::kSystemError, fmt::format("{}: rank {} could not create its shared-memory window; see "
-                                                     "its error",
-                                                     c.what, failed));
+    if (!why.empty()) DCOMM_WARN("{}; all_reduce falls back to ring on this group", why);
+    if (c.rank() == 0) DCOMM_WARN("{}: rank {} could not create its shared-memory window: using ring", c.what, failed);
+    return false;
   }
   w.win->map_peers(c);
   barrier(c, step + static_cast<uint32_t>(pattern::ceil_log2(c.size())));
   w.win->unlink_mine();
   w.capacity = capacity;
   w.calls = 0;
+  return true;
+}
+
+void ring_instead(Context& c) {
+  std::vector<pattern::Block> blocks = pattern::even_blocks(c.work_count, c.size());
+  ring_pass(c, c.work, blocks, 0, /*reduce=*/true, kFallbackStep);
+  ring_pass(c, c.work, blocks, 0, /*reduce=*/false, kFallbackStep + 1);
 }
 
 }  // namespace
@@ -80,7 +93,8 @@ void run_all_reduce_shm_direct(Context& c) {
   const auto rounds = static_cast<uint32_t>(pattern::ceil_log2(p));
   if (!*c.state) *c.state = std::make_unique<Windows>();
   auto& w = static_cast<Windows&>(**c.state);
-  if (n * c.esize() > w.capacity) grow(c, w, n * c.esize(), 0);
+  if (!w.unavailable && n * c.esize() > w.capacity) w.unavailable = !grow(c, w, n * c.esize(), 0);
+  if (w.unavailable) return ring_instead(c);
   const std::size_t half = (w.calls++ % 2) * w.capacity;
   auto window = [&](int q) { return w.win->of(q) + half; };
 
