@@ -1,6 +1,6 @@
 // Fitting the cost model at Engine::create. The probe is collective over the group and short (a few ms): a warm-up
 // exchange with the ring neighbours, 6 rounds of 8-byte messages (α: the fastest round), 2 rounds of 128 KiB
-// (β: the fastest round's extra time per byte), and a timed reduction of 4 MiB of float32 (γ). The ranks then agree
+// (β: the fastest round's extra time per byte), and a timed reduction of 2 MiB of float32 (γ). The ranks then agree
 // on the maximum of each, so that every rank's cost model - and therefore every rank's choice of algorithm - is the
 // same.
 
@@ -25,12 +25,12 @@ constexpr uint64_t kProbeSeq = 0xFFFFF;
 constexpr std::size_t kLarge = 128 * 1024;
 constexpr int kSmallRounds = 6;
 constexpr int kLargeRounds = 2;
-constexpr std::size_t kGammaBytes = std::size_t{4} << 20;
+constexpr std::size_t kGammaBytes = std::size_t{2} << 20;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // Reductions of vectors larger than the caches run at memory speed, shared with the other ranks of the node (which
-// probe at the same moment): a 4 MiB reduction measures that, where an in-cache one would flatter γ.
+// probe at the same moment): a 2 MiB reduction measures that, where an in-cache one would flatter γ.
 double measure_gamma() {
   std::vector<float> a(kGammaBytes / sizeof(float), 1.0f), b(kGammaBytes / sizeof(float), 0.5f);
   double best = 0;
