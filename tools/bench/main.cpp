@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <sstream>
+#include <thread>
 
 #include "dcomm_config.h"
 #include "tools/bench/args.hpp"
@@ -43,7 +45,21 @@ int run(const Options& opts) {
     setenv("MASTER_PORT", "29500", 0);
   }
   dcomm::ProcessGroupPtr pg = dcomm::init();
-  std::vector<Group> groups = plan(opts, pg->size(), registered_algorithms);
+  std::vector<Group> groups;
+  try {
+    groups = plan(opts, pg->size(), registered_algorithms);
+  } catch (const UsageError& e) {
+    // Every rank finds the same mistake; rank 0 says it, and the others wait until it has, so that the
+    // launcher does not stop rank 0 before its line is out.
+    auto store = dcomm::make_prefix_store("bench/", pg->store());
+    if (pg->rank() == 0) {
+      std::cerr << "dcomm-bench: error: " << e.what() << std::endl;
+      store->set("usage_reported", std::string("1"));
+    } else {
+      store->wait({"usage_reported"}, std::chrono::seconds(10));
+    }
+    return 2;
+  }
   std::vector<std::unique_ptr<Library>> libs;
   libs.push_back(make_dcomm_library(pg));
 #if DCOMM_HAVE_MPI
@@ -65,16 +81,19 @@ int main(int argc, char** argv) {
   std::ostringstream err;
   int code = parse_args(argc, argv, &opts, std::cout, err);
   if (code >= 0) {
-    if (!quiet_rank()) std::cerr << err.str();
+    if (!quiet_rank()) {
+      std::cerr << err.str();
+    } else if (code != 0) {
+      // Not joined yet, so no store to wait on: give rank 0 a moment to print before this exit makes the
+      // launcher stop the job.
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
     return code;
   }
   try {
     return run(opts);
-  } catch (const UsageError& e) {
-    if (!quiet_rank()) std::cerr << "dcomm-bench: error: " << e.what() << "\n";
-    return 2;
   } catch (const BenchFailure& e) {
-    std::cerr << e.what() << "\n";
+    if (!e.printed) std::cerr << e.what() << "\n";
     return e.exit_code;
   } catch (const std::exception& e) {
     std::cerr << "dcomm-bench: error: " << e.what() << "\n";
