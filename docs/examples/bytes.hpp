@@ -47,7 +47,8 @@ class ByteReader {
   template <typename T>
   std::vector<T> get_array() {
     const uint64_t n = get<uint64_t>();
-    if (n > (size_ - pos_) / sizeof(T)) throw std::runtime_error("truncated data: array of " + std::to_string(n) + " elements");
+    if (n > (size_ - pos_) / sizeof(T))
+      throw std::runtime_error("truncated data: array of " + std::to_string(n) + " elements");
     std::vector<T> values(n);
     std::memcpy(values.data(), take(n * sizeof(T)), n * sizeof(T));
     return values;

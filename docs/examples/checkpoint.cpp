@@ -58,7 +58,8 @@ std::vector<std::pair<int64_t, fs::path>> list_snapshots(const std::string& dir)
         name.substr(name.size() - std::strlen(kSuffix)) != kSuffix) {
       continue;
     }
-    const std::string digits = name.substr(std::strlen(kPrefix), name.size() - std::strlen(kPrefix) - std::strlen(kSuffix));
+    const std::string digits =
+        name.substr(std::strlen(kPrefix), name.size() - std::strlen(kPrefix) - std::strlen(kSuffix));
     if (digits.empty() || !std::all_of(digits.begin(), digits.end(), ::isdigit)) continue;
     found.emplace_back(std::stoll(digits), e.path());
   }

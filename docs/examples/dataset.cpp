@@ -17,7 +17,8 @@ Dataset make_teacher_dataset(std::size_t n, int dim, int classes, uint64_t seed)
   }
   Rng rng(seed);
   // The teacher: dim -> 32 tanh units -> classes, with weights large enough to make the classes separable.
-  std::vector<double> w1(static_cast<std::size_t>(kTeacherHidden) * dim), w2(static_cast<std::size_t>(classes) * kTeacherHidden);
+  std::vector<double> w1(static_cast<std::size_t>(kTeacherHidden) * dim),
+      w2(static_cast<std::size_t>(classes) * kTeacherHidden);
   for (double& w : w1) w = rng.normal() * 2.0 / std::sqrt(static_cast<double>(dim));
   for (double& w : w2) w = rng.normal() * 2.0 / std::sqrt(static_cast<double>(kTeacherHidden));
 

@@ -47,8 +47,8 @@ void GradSync::on_ready(std::size_t t) {
   dcomm::CollectiveOptions opts;
   opts.async_op = true;
   opts.algorithm = options_.algorithm;
-  works_.push_back(group_.all_reduce(slice(buckets_[b].offset, buckets_[b].count),
-                                     dcomm::Reduction{dcomm::ReduceOp::kAvg}, opts));
+  works_.push_back(
+      group_.all_reduce(slice(buckets_[b].offset, buckets_[b].count), dcomm::Reduction{dcomm::ReduceOp::kAvg}, opts));
 }
 
 void GradSync::finish() {

@@ -9,11 +9,10 @@
 // pays one latency per tensor and overlaps nothing.
 
 #include <chrono>
+#include <dcomm/dcomm.hpp>
 #include <span>
 #include <string>
 #include <vector>
-
-#include <dcomm/dcomm.hpp>
 
 #include "mlp.hpp"
 
@@ -38,8 +37,7 @@ class GradSync {
     std::string algorithm;  ///< forwarded to CollectiveOptions::algorithm; empty: the group's choice
   };
 
-  GradSync(dcomm::ProcessGroup& group, const std::vector<TensorSlice>& tensors, std::span<float> grad,
-           Options options);
+  GradSync(dcomm::ProcessGroup& group, const std::vector<TensorSlice>& tensors, std::span<float> grad, Options options);
 
   /// Call before each backward pass.
   void begin();

@@ -15,7 +15,10 @@ namespace {
 class ModelInbox {
  public:
   ModelInbox(dcomm::ProcessGroup& group, std::size_t params, const Tags& tags, dcomm::Duration timeout)
-      : group_(group), tag_(tags.model_tag()), timeout_(timeout), current_(kModelHeader + params),
+      : group_(group),
+        tag_(tags.model_tag()),
+        timeout_(timeout),
+        current_(kModelHeader + params),
         incoming_(current_.size()) {
     post();
   }
@@ -46,8 +49,9 @@ bool straggle(double ms, ModelInbox& inbox) {
   const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double, std::milli>(ms);
   while (std::chrono::steady_clock::now() < end) {
     if (inbox.arrived()) return true;
-    std::this_thread::sleep_for(std::min(std::chrono::duration<double, std::milli>(0.25),
-                                         std::chrono::duration<double, std::milli>(end - std::chrono::steady_clock::now())));
+    std::this_thread::sleep_for(
+        std::min(std::chrono::duration<double, std::milli>(0.25),
+                 std::chrono::duration<double, std::milli>(end - std::chrono::steady_clock::now())));
   }
   return inbox.arrived();
 }
@@ -73,7 +77,8 @@ void run_learner(dcomm::ProcessGroup& group, Variant variant, const VariantsConf
     std::copy_n(inbox.params(), n, model.params().begin());
     const std::vector<uint32_t> batch = draw_indices(batches, data.size(), static_cast<std::size_t>(config.batch));
     grad[n] = static_cast<float>(model.forward_backward(data, batch, std::span<float>(grad.data(), n)));
-    double delay = config.compute_ms + (config.straggler_mean_ms > 0 ? delays.exponential(config.straggler_mean_ms) : 0);
+    double delay =
+        config.compute_ms + (config.straggler_mean_ms > 0 ? delays.exponential(config.straggler_mean_ms) : 0);
     if (rank == config.slow_learner) delay += config.slow_ms;
     const bool cut_short = straggle(delay, inbox);
     if (cut_short) {

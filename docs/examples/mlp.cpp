@@ -76,7 +76,8 @@ double Mlp::forward(const Dataset& data, std::span<const uint32_t> indices, std:
     const float top = row[argmax];
     double denom = 0;
     for (std::size_t c = 0; c < classes; ++c) denom += std::exp(static_cast<double>(row[c] - top));
-    for (std::size_t c = 0; c < classes; ++c) row[c] = static_cast<float>(std::exp(static_cast<double>(row[c] - top)) / denom);
+    for (std::size_t c = 0; c < classes; ++c)
+      row[c] = static_cast<float>(std::exp(static_cast<double>(row[c] - top)) / denom);
     const int32_t label = data.y[indices[b]];
     loss -= std::log(std::max(static_cast<double>(row[label]), 1e-30));
     if (static_cast<int32_t>(argmax) == label) ++*correct;

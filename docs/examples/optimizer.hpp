@@ -16,10 +16,10 @@ namespace examples {
 struct OptimizerConfig {
   std::string name = "sgd";  ///< "sgd" (with momentum) or "adam"
   float lr = 0.1f;
-  float momentum = 0.9f;     ///< sgd
-  float beta1 = 0.9f;        ///< adam
-  float beta2 = 0.999f;      ///< adam
-  float eps = 1e-8f;         ///< adam
+  float momentum = 0.9f;  ///< sgd
+  float beta1 = 0.9f;     ///< adam
+  float beta2 = 0.999f;   ///< adam
+  float eps = 1e-8f;      ///< adam
   float weight_decay = 0.0f;
 };
 

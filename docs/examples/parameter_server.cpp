@@ -52,6 +52,16 @@ class ParameterServer {
 
   int learners() const { return group_.size() - 1; }
 
+  std::string describe_wait() const {
+    std::string versions;
+    for (const std::unique_ptr<Slot>& s : slots_)
+      versions += (versions.empty() ? "" : ", ") + std::to_string(s->version);
+    return std::string(to_string(result_.variant)) + " parameter server (rank 0 of " + std::to_string(group_.size()) +
+           "): waiting for any of " + std::to_string(learners()) + " learners' gradients, " +
+           std::to_string(slots_.size()) + " receives posted for model versions [" + versions + "], " +
+           std::to_string(accum_count_) + " of " + std::to_string(rule_.gradients_per_update) + " in hand";
+  }
+
   void send_model(int learner, int64_t version) {
     std::vector<float> msg(kModelHeader + model_.param_count());
     set_version(msg, version);
@@ -76,7 +86,7 @@ class ParameterServer {
             if (slots_[i]->work->is_completed()) return (found = i), true;
           return false;
         },
-        config_.timeout, "parameter server: waiting for a gradient of " + std::to_string(slots_.size()) + " posted");
+        config_.timeout, describe_wait());
     std::unique_ptr<Slot> slot = std::move(slots_[found]);
     slots_.erase(slots_.begin() + static_cast<std::ptrdiff_t>(found));
     slot->work->wait(config_.timeout);  // rethrows a failed receive
@@ -163,22 +173,23 @@ class ParameterServer {
     cancel_slots();
     for (int l = 1; l <= learners(); ++l) {
       int64_t header[2] = {0, 0};
-      group_.recv(dcomm::Buffer(header, 2), l, tags_.bye_tag());
+      const dcomm::P2POptions bounded{config_.timeout, false, nullptr};
+      group_.recv(dcomm::Buffer(header, 2), l, tags_.bye_tag(), bounded);
       std::vector<int64_t> sent(static_cast<std::size_t>(header[0]));
-      group_.recv(dcomm::Buffer(sent), l, tags_.list_tag());
+      group_.recv(dcomm::Buffer(sent), l, tags_.list_tag(), bounded);
       result_.sent += header[0];
       result_.interrupted += header[1];
       for (int64_t v : unmatched(l, sent)) {
         std::vector<float> late(model_.param_count() + 1);
-        group_.recv(dcomm::Buffer(late), l, tags_.grad_tag(v), {config_.timeout, false, nullptr});
+        group_.recv(dcomm::Buffer(late), l, tags_.grad_tag(v), bounded);
         ++result_.drained;
       }
     }
     sends_.wait_all(config_.timeout);
     if (result_.sent != result_.applied + result_.discarded + result_.drained) {
       throw std::logic_error("parameter server: learners sent " + std::to_string(result_.sent) +
-                             " gradients but only " + std::to_string(result_.applied + result_.discarded + result_.drained) +
-                             " were received");
+                             " gradients but only " +
+                             std::to_string(result_.applied + result_.discarded + result_.drained) + " were received");
     }
     result_.mean_staleness = result_.applied > 0 ? staleness_sum_ / static_cast<double>(result_.applied) : 0;
   }

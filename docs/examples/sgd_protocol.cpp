@@ -1,18 +1,25 @@
 #include "sgd_protocol.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <thread>
 
 namespace examples {
 
 const char* to_string(Variant v) {
   switch (v) {
-    case Variant::kFullySync: return "fully-sync";
-    case Variant::kKSync: return "K-sync";
-    case Variant::kKBatchSync: return "K-batch-sync";
-    case Variant::kAsync: return "async";
-    case Variant::kKAsync: return "K-async";
-    case Variant::kKBatchAsync: return "K-batch-async";
+    case Variant::kFullySync:
+      return "fully-sync";
+    case Variant::kKSync:
+      return "K-sync";
+    case Variant::kKBatchSync:
+      return "K-batch-sync";
+    case Variant::kAsync:
+      return "async";
+    case Variant::kKAsync:
+      return "K-async";
+    case Variant::kKBatchAsync:
+      return "K-batch-async";
   }
   return "?";
 }
@@ -29,12 +36,18 @@ bool parse_variant(const std::string& name, Variant* out) {
 
 VariantRule rule_of(Variant v, int learners, int k) {
   switch (v) {
-    case Variant::kFullySync: return {true, false, learners};
-    case Variant::kKSync: return {true, false, k};
-    case Variant::kKBatchSync: return {true, true, k};
-    case Variant::kAsync: return {false, false, 1};
-    case Variant::kKAsync: return {false, false, k};
-    case Variant::kKBatchAsync: return {false, true, k};
+    case Variant::kFullySync:
+      return {true, false, learners};
+    case Variant::kKSync:
+      return {true, false, k};
+    case Variant::kKBatchSync:
+      return {true, true, k};
+    case Variant::kAsync:
+      return {false, false, 1};
+    case Variant::kKAsync:
+      return {false, false, k};
+    case Variant::kKBatchAsync:
+      return {false, true, k};
   }
   return {true, false, learners};
 }
@@ -55,8 +68,8 @@ void SendQueue::wait_all(dcomm::Duration timeout) {
 }
 
 void poll_pause(unsigned* polls) {
-  // Yield for the first polls (a message is often just about to land), then sleep with growing pauses (up to 256 us) so that a
-  // waiting rank leaves the cores to the ranks that compute.
+  // Yield for the first polls (a message is often just about to land), then sleep with growing pauses (up to 256 us) so
+  // that a waiting rank leaves the cores to the ranks that compute.
   ++*polls;
   if (*polls < 16) {
     std::this_thread::yield();
@@ -67,8 +80,10 @@ void poll_pause(unsigned* polls) {
 }
 
 void throw_poll_timeout(const std::string& what, dcomm::Duration timeout) {
-  throw dcomm::TimeoutError(what + ": not done after " + std::to_string(timeout.count() / 1000.0) +
-                            " s; a peer may have exited or stopped answering - check the other ranks' output");
+  char seconds[32];
+  std::snprintf(seconds, sizeof(seconds), "%.1f s", static_cast<double>(timeout.count()) / 1000.0);
+  throw dcomm::TimeoutError(what + ": not done after " + seconds + " (--timeout-s)" +
+                            "; a peer may have exited or stopped answering - check the other ranks' output");
 }
 
 }  // namespace examples

@@ -14,10 +14,9 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <dcomm/dcomm.hpp>
 #include <string>
 #include <vector>
-
-#include <dcomm/dcomm.hpp>
 
 #include "mlp.hpp"
 
@@ -31,9 +30,9 @@ bool parse_variant(const std::string& name, Variant* out);
 
 /// How a variant behaves, with P learners and the K of the run.
 struct VariantRule {
-  bool synchronous;           ///< every update uses gradients of the current model only
-  bool batch;                 ///< learners keep computing mini-batches without waiting for a new model
-  int gradients_per_update;   ///< P for fully-sync, 1 for async, else K
+  bool synchronous;          ///< every update uses gradients of the current model only
+  bool batch;                ///< learners keep computing mini-batches without waiting for a new model
+  int gradients_per_update;  ///< P for fully-sync, 1 for async, else K
 };
 VariantRule rule_of(Variant v, int learners, int k);
 

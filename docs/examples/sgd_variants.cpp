@@ -10,11 +10,9 @@
 // model's version (a stale gradient can never be mistaken for a fresh one). See docs/walkthrough.md.
 
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
-#include <vector>
-
 #include <dcomm/dcomm.hpp>
+#include <vector>
 
 #include "learner.hpp"
 #include "parameter_server.hpp"
@@ -63,9 +61,10 @@ Options parse_options(int argc, char** argv) {
 }
 
 void print_results(const std::vector<VariantResult>& results, const VariantsConfig& c, int learners) {
-  std::printf("sgd_variants: 1 parameter server + %d learners, K = %d, %d epochs of %d mini-batches of %d; delay per "
-              "mini-batch %.1f ms + Exp(%.1f ms)",
-              learners, c.k, c.epochs, c.batches_per_epoch(), c.batch, c.compute_ms, c.straggler_mean_ms);
+  std::printf(
+      "sgd_variants: 1 parameter server + %d learners, K = %d, %d epochs of %d mini-batches of %d; delay per "
+      "mini-batch %.1f ms + Exp(%.1f ms)",
+      learners, c.k, c.epochs, c.batches_per_epoch(), c.batch, c.compute_ms, c.straggler_mean_ms);
   if (c.slow_learner > 0) std::printf(", learner %d +%.1f ms", c.slow_learner, c.slow_ms);
   std::printf("\n%-14s %12s %8s %10s %10s %6s %12s   %s\n", "variant", "time/epoch", "updates", "staleness",
               "cancelled", "late", "interrupted", "loss");
@@ -80,12 +79,13 @@ void print_results(const std::vector<VariantResult>& results, const VariantsConf
       if (r.variant == v) return 1e3 * r.seconds / r.epochs;
     return -1;
   };
-  const double kbs = per_epoch(Variant::kKBatchSync), ks = per_epoch(Variant::kKSync), fs = per_epoch(Variant::kFullySync);
+  const double kbs = per_epoch(Variant::kKBatchSync), ks = per_epoch(Variant::kKSync),
+               fs = per_epoch(Variant::kFullySync);
   if (kbs > 0 && ks > 0 && fs > 0) {
     const bool expected = kbs < ks && ks < fs;
     std::printf("ordering (time per epoch): K-batch-sync %.1f ms %s K-sync %.1f ms %s fully-sync %.1f ms: %s\n", kbs,
                 kbs < ks ? "<" : ">=", ks, ks < fs ? "<" : ">=", fs,
-                expected                  ? "as expected under stragglers"
+                expected          ? "as expected under stragglers"
                 : c.k == learners ? "K = P: K-sync is fully-sync, and equal times are expected"
                                   : "NOT the expected order (too few stragglers, or a busy machine)");
   }
@@ -94,7 +94,8 @@ void print_results(const std::vector<VariantResult>& results, const VariantsConf
 
 int run(dcomm::ProcessGroup& group, const Options& o) {
   const int learners = group.size() - 1;
-  if (learners < 1) throw dcomm::InvalidUsageError("sgd_variants needs at least 2 ranks: a parameter server and a learner");
+  if (learners < 1)
+    throw dcomm::InvalidUsageError("sgd_variants needs at least 2 ranks: a parameter server and a learner");
   if (o.config.k > learners) {
     throw dcomm::InvalidUsageError("--k " + std::to_string(o.config.k) + " is larger than the " +
                                    std::to_string(learners) + " learners");

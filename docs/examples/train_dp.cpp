@@ -10,21 +10,20 @@
 //
 // See docs/walkthrough.md for a tour of the code.
 
+#include <chrono>
 #include <csignal>
 #include <cstdio>
-#include <chrono>
 #include <cstdlib>
-#include <exception>
-
 #include <dcomm/dcomm.hpp>
+#include <exception>
 
 #include "train_options.hpp"
 #include "trainer.hpp"
 
 namespace {
 
-using examples::TrainOptions;
 using examples::Trainer;
+using examples::TrainOptions;
 
 int restart_count() {
   // dcomm-run counts the rounds it has restarted the job; the first round is 0.
@@ -55,12 +54,14 @@ int run_benchmark(dcomm::ProcessGroup& group, Trainer& trainer, const TrainOptio
   if (group.rank() == 0) {
     std::printf("benchmark: %d ranks, %zu parameters in %zu tensors, %d steps each\n", group.size(),
                 trainer.model().param_count(), trainer.model().tensors().size(), o.steps);
-    std::printf("  bucketed (%zu buckets of <= %zu B, async, overlapped): %8.2f ms/step, %8.2f ms waiting for "
-                "all_reduce after backward\n",
-                trainer.sync(true).buckets().size(), o.bucket_bytes, bucketed * 1e3, exposed_bucketed * 1e3);
-    std::printf("  per-tensor (one blocking all_reduce per tensor):     %8.2f ms/step, %8.2f ms in all_reduce after "
-                "backward\n",
-                per_tensor * 1e3, exposed_per_tensor * 1e3);
+    std::printf(
+        "  bucketed (%zu buckets of <= %zu B, async, overlapped): %8.2f ms/step, %8.2f ms waiting for "
+        "all_reduce after backward\n",
+        trainer.sync(true).buckets().size(), o.bucket_bytes, bucketed * 1e3, exposed_bucketed * 1e3);
+    std::printf(
+        "  per-tensor (one blocking all_reduce per tensor):     %8.2f ms/step, %8.2f ms in all_reduce after "
+        "backward\n",
+        per_tensor * 1e3, exposed_per_tensor * 1e3);
   }
   return 0;
 }
@@ -84,7 +85,8 @@ int train(dcomm::ProcessGroup& group, const TrainOptions& o) {
   while (trainer.steps_done() < o.steps) {
     const int64_t next = trainer.steps_done() + 1;
     if (next == o.kill_at_step && group.rank() == fault_rank && restart_count() == 0) {
-      std::printf("rank %d: killing myself at step %lld (--kill-at-step)\n", group.rank(), static_cast<long long>(next));
+      std::printf("rank %d: killing myself at step %lld (--kill-at-step)\n", group.rank(),
+                  static_cast<long long>(next));
       std::fflush(stdout);
       std::raise(SIGKILL);
     }

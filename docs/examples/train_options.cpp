@@ -1,7 +1,6 @@
 #include "train_options.hpp"
 
 #include <CLI/CLI.hpp>
-
 #include <cstdlib>
 
 namespace examples {
@@ -16,8 +15,7 @@ TrainOptions parse_train_options(int argc, char** argv) {
   app.add_option("--hidden", o.hidden, "hidden layer widths, e.g. --hidden 64,64")->delimiter(',');
   app.add_option("--classes", o.classes, "number of classes")->check(CLI::Range(2, 1 << 20));
   app.add_option("--seed", o.seed, "seed of the data, the initial weights and the batch sampler");
-  app.add_option("--optimizer", o.optimizer.name, "sgd (with momentum) or adam")
-      ->check(CLI::IsMember({"sgd", "adam"}));
+  app.add_option("--optimizer", o.optimizer.name, "sgd (with momentum) or adam")->check(CLI::IsMember({"sgd", "adam"}));
   float lr = -1;
   app.add_option("--lr", lr, "learning rate (default 0.1 for sgd, 0.01 for adam)");
   app.add_option("--momentum", o.optimizer.momentum, "sgd momentum");
@@ -25,7 +23,8 @@ TrainOptions parse_train_options(int argc, char** argv) {
   bool no_bucketing = false;
   app.add_flag("--no-bucketing", no_bucketing, "one blocking all_reduce per tensor after the backward pass");
   app.add_option("--algo", o.algorithm, "all_reduce algorithm (default: the group's choice)");
-  app.add_option("--ckpt-every", o.ckpt_every, "write a snapshot every N steps (0: never)")->check(CLI::NonNegativeNumber);
+  app.add_option("--ckpt-every", o.ckpt_every, "write a snapshot every N steps (0: never)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--ckpt-dir", o.ckpt_dir, "snapshot directory; the run resumes from the newest snapshot in it");
   app.add_option("--kill-at-step", o.kill_at_step, "one rank SIGKILLs itself at this step on the first round only");
   app.add_option("--corrupt-at-step", o.corrupt_at_step,

@@ -40,7 +40,8 @@ Trainer::Trainer(dcomm::ProcessGroup& group, const TrainOptions& options)
 double Trainer::step(bool bucketing) {
   // Every rank draws the same global batch and keeps its own slice: rank r gets samples [r*B, (r+1)*B).
   const std::size_t b = static_cast<std::size_t>(options_.batch);
-  const std::vector<uint32_t> global = draw_indices(sampler_, data_.size(), b * static_cast<std::size_t>(group_.size()));
+  const std::vector<uint32_t> global =
+      draw_indices(sampler_, data_.size(), b * static_cast<std::size_t>(group_.size()));
   const std::span<const uint32_t> mine(global.data() + static_cast<std::size_t>(group_.rank()) * b, b);
 
   GradSync& sync = bucketing ? bucketed_ : per_tensor_;
@@ -83,12 +84,13 @@ void Trainer::check_replicas_identical() {
   const uint64_t max_h = both[0], min_h = ~both[1];
   if (max_h != min_h) {
     char msg[512];
-    std::snprintf(msg, sizeof(msg),
-                  "replicas diverged after step %lld: rank %d/%d holds weights hash %016llx, the ranks' hashes range "
-                  "from %016llx to %016llx; check that the gradient all_reduce gives every rank the same bits (try --algo "
-                  "ring) and that no rank changes its weights on its own",
-                  static_cast<long long>(steps_done_), group_.rank(), group_.size(), static_cast<unsigned long long>(h),
-                  static_cast<unsigned long long>(min_h), static_cast<unsigned long long>(max_h));
+    std::snprintf(
+        msg, sizeof(msg),
+        "replicas diverged after step %lld: rank %d/%d holds weights hash %016llx, the ranks' hashes range "
+        "from %016llx to %016llx; check that the gradient all_reduce gives every rank the same bits (try --algo "
+        "ring) and that no rank changes its weights on its own",
+        static_cast<long long>(steps_done_), group_.rank(), group_.size(), static_cast<unsigned long long>(h),
+        static_cast<unsigned long long>(min_h), static_cast<unsigned long long>(max_h));
     throw std::runtime_error(msg);
   }
 }

@@ -3,11 +3,10 @@
 // every replica holds the same weights, and saving / resuming snapshots.
 
 #include <cstdint>
+#include <dcomm/dcomm.hpp>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <dcomm/dcomm.hpp>
 
 #include "dataset.hpp"
 #include "grad_sync.hpp"

@@ -44,7 +44,8 @@ def rank_lines(text, rank):
 
 
 def final_hash(r):
-    hashes = [m.group(1) for line in rank_lines(r.stdout, 0) if (m := re.fullmatch(r"weights hash ([0-9a-f]{16})", line))]
+    hashes = [m.group(1) for line in rank_lines(r.stdout, 0)
+              if (m := re.fullmatch(r"weights hash ([0-9a-f]{16})", line))]
     check(len(hashes) == 1, "rank 0 prints one weights hash", r)
     return hashes[0]
 

@@ -2,7 +2,6 @@
 // against finite differences, the optimizers against their textbook formulas, snapshots against corruption and
 // crashes, and the gradient buckets against the tensors they must cover.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -188,8 +187,8 @@ TEST_CASE("snapshots round-trip, reject corruption and are replaced atomically",
 TEST_CASE("gradient buckets cover every tensor once, last first, within the size cap", "[examples]") {
   const Mlp model({13, 17, 9, 5}, 1);  // tensors of 221, 17, 153, 9, 45, 5 floats
   const auto& tensors = model.tensors();
-  for (std::size_t cap : {std::size_t{0}, std::size_t{4}, std::size_t{100}, std::size_t{700}, std::size_t{1000},
-                          std::size_t{1} << 20}) {
+  for (std::size_t cap :
+       {std::size_t{0}, std::size_t{4}, std::size_t{100}, std::size_t{700}, std::size_t{1000}, std::size_t{1} << 20}) {
     INFO("bucket bytes " << cap);
     const std::vector<Bucket> buckets = assign_buckets(tensors, cap);
     std::size_t next_last = tensors.size() - 1, covered = 0;

@@ -63,6 +63,27 @@ void on_term(int) {
   _exit(0);
 }
 
+// With PROBE_READY_DIR set, a sleeping rank marks itself ready there (once it handles SIGTERM), and a failing
+// rank waits for every other rank's mark, so a test can tell that dcomm-run stopped them.
+std::string ready_mark(int rank) {
+  const char* dir = std::getenv("PROBE_READY_DIR");
+  return dir == nullptr ? std::string() : std::string(dir) + "/ready." + std::to_string(rank);
+}
+
+void wait_for_others_ready() {
+  constexpr int kMaxWaitMs = 60000;
+  constexpr int kStepMs = 10;
+  if (ready_mark(0).empty()) return;
+  for (int waited = 0; waited < kMaxWaitMs; waited += kStepMs) {
+    int ready = 0;
+    for (int r = 0; r < env_int("WORLD_SIZE"); ++r) {
+      ready += r != env_int("RANK") && ::access(ready_mark(r).c_str(), F_OK) == 0;
+    }
+    if (ready == env_int("WORLD_SIZE") - 1) return;
+    sleep_ms(kStepMs);
+  }
+}
+
 int sleep_until_stopped(bool ignore_term) {
   if (ignore_term) {
     ::signal(SIGTERM, SIG_IGN);
@@ -71,6 +92,9 @@ int sleep_until_stopped(bool ignore_term) {
     ::signal(SIGTERM, on_term);
   }
   say("ready");
+  if (std::string mark = ready_mark(env_int("RANK")); !mark.empty()) {
+    if (FILE* f = std::fopen(mark.c_str(), "w")) std::fclose(f);
+  }
   sleep_ms(kSleepForeverS * 1000);
   return 0;
 }
@@ -97,6 +121,7 @@ void start_grandchild(const char* self) {
 int fail_or_sleep(int argc, char** argv, bool by_signal) {
   if (argc < 5) return 64;
   if (env_int("RANK") != std::atoi(argv[2])) return sleep_until_stopped(false);
+  wait_for_others_ready();
   sleep_ms(std::atoi(argv[4]));
   std::fprintf(stderr, "rank %d about to fail\n", env_int("RANK"));
   std::fflush(stderr);

@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 # Generous bounds: the machine running the tests may be a loaded 2-core box.
@@ -36,7 +37,9 @@ def check(cond, what, result=None):
 
 def run(args, timeout=RUN_TIMEOUT_S, env=None):
     start = time.monotonic()
-    r = subprocess.run([DCOMM_RUN] + args, capture_output=True, text=True, timeout=timeout, env=env)
+    with tempfile.TemporaryDirectory() as ready_dir:
+        env = dict(env if env is not None else os.environ, PROBE_READY_DIR=ready_dir)
+        r = subprocess.run([DCOMM_RUN] + args, capture_output=True, text=True, timeout=timeout, env=env)
     r.elapsed = time.monotonic() - start
     return r
 
@@ -253,13 +256,14 @@ def case_port_in_use():
           "a taken port: exit 2 and one line", r)
 
 
-def start_nodes(nodes, program, options=(), nproc=(2, 2)):
+def start_nodes(nodes, program, options=(), nproc=(2, 2), probes=None):
     """Starts one launcher per node rank in `nodes` on this machine, all meeting at one port."""
     port = free_port()
     procs = []
     for node in nodes:
+        probe = probes[node] if probes else PROBE
         args = ["--nnodes", "2", "--node-rank", str(node), "--nproc-per-node", str(nproc[node]), "--master-port",
-                port] + list(options) + ["--", PROBE] + program
+                port] + list(options) + ["--", probe] + program
         procs.append(subprocess.Popen([DCOMM_RUN] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     return procs
 
@@ -276,6 +280,20 @@ def case_nodes_local():
     results = finish(start_nodes([0, 1], ["env"]))
     run_ids = {check_env(r, 2, nnodes=2, node_rank=node) for node, r in enumerate(results)}
     check(len(run_ids) == 1, f"the nodes disagree on the run id: {run_ids}")
+
+
+def case_cannot_start():
+    r = run(["--nproc-per-node", "2", "--", "/nonexistent/dcomm-probe"])
+    lines = r.stderr.splitlines()
+    check(r.returncode == 127 and lines == ["dcomm-run: error: cannot start '/nonexistent/dcomm-probe' (no such file): "
+                                            "No such file or directory (errno 2)"], "exit 127 and one line", r)
+    # On node 1 of 2: node 0's ranks are stopped, and node 0 names the cause.
+    r0, r1 = finish(start_nodes([0, 1], ["sleep"], probes=[PROBE, "/nonexistent/dcomm-probe"]))
+    check(r1.returncode == 127, "node 1 exits 127", r1)
+    check(r0.returncode == 1 and re.search(r"\[1\] rank 2 \(local rank 0, node 1, host \S+, pid -1\): exit code 127",
+                                           r0.stderr) and "cannot start '/nonexistent/dcomm-probe'" in r0.stderr,
+          "node 0 names node 1's failure to start", r0)
+    check("dcomm-run: stopped by dcomm-run after the failure: ranks 0, 1" in r0.stderr, "node 0 stopped its ranks", r0)
 
 
 def case_nodes_disagree():
@@ -304,12 +322,14 @@ def case_node0_lost():
 
 
 def case_remote_interrupt():
-    node0, node1 = start_nodes([0, 1], ["sleep"])
+    # A launcher that received a signal is leaving: the others must not restart without it.
+    node0, node1 = start_nodes([0, 1], ["sleep"], options=["--max-restarts", "1"])
     wait_ready(node0, 2)
     wait_ready(node1, 2)
     node1.send_signal(signal.SIGTERM)
     r0, r1 = finish([node0, node1])
     check(r1.returncode == 143 and r0.returncode == 143, "both launchers exit 128 + SIGTERM", r0)
+    check("restarting" not in r0.stderr, "node 0 restarted without node 1", r0)
     check(re.search(r"\[1\] dcomm-run on node 1 \(host \S+, pid \d+\) received signal 15 SIGTERM", r0.stderr),
           "node 0 names node 1's signal as the root cause", r0)
     for rank in (0, 1):

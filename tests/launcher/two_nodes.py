@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 
 SKIP = 77
 RUN_TIMEOUT_S = 60
@@ -123,7 +124,8 @@ def main():
         print("skipped: the `ip` tool (iproute2) is not installed")
         return SKIP
     try:
-        with Namespaces() as nsp:
+        with Namespaces() as nsp, tempfile.TemporaryDirectory() as ready_dir:
+            os.environ["PROBE_READY_DIR"] = ready_dir
             check_env(launch_both(nsp, [], [PROBE, "env"]))
             check_cross_node_failure(launch_both(nsp, [], [PROBE, "fail", "3", "5", "200"]))
             check_cross_node_restart(launch_both(nsp, ["--max-restarts", "1"], [PROBE, "fail-first-round", "2", "4"]))

@@ -41,8 +41,26 @@ int interrupted(int sig, const char* when) {
   return kExitSignalBase + sig;
 }
 
+// Tells the other nodes that this node's ranks could not start, so that they stop theirs instead of waiting.
+void report_cannot_start(const LaunchOptions& options, NodeLink& link, int round, const std::string& host,
+                         const std::string& why) {
+  RankExit e;
+  e.rank = global_rank(options, 0);
+  e.local_rank = 0;
+  e.node_rank = options.node_rank;
+  e.host = host;
+  e.code = kExitCannotStart;
+  e.stderr_tail = {why};
+  try {
+    link.report_failure(round, e);
+  } catch (const Error&) {
+    // The store is gone too: the other nodes notice that instead.
+  }
+}
+
 // The rounds of ranks: run one, and while it failed and restarts remain, run the next.
-int run_rounds(const LaunchOptions& options, Supervisor& supervisor, NodeRendezvous* link, RoundInfo round) {
+int run_rounds(const LaunchOptions& options, Supervisor& supervisor, NodeRendezvous* link, const std::string& host,
+               RoundInfo round) {
   for (int restart = 0;; ++restart) {
     round.restart_count = restart;
     RoundResult r;
@@ -50,6 +68,7 @@ int run_rounds(const LaunchOptions& options, Supervisor& supervisor, NodeRendezv
       r = supervisor.run_round(round);
     } catch (const SystemError& e) {
       print_line(fmt::format("dcomm-run: error: {}", e.what()));
+      if (link != nullptr) report_cannot_start(options, *link, restart, host, e.what());
       return kExitCannotStart;
     }
     switch (r.outcome) {
@@ -67,7 +86,9 @@ int run_rounds(const LaunchOptions& options, Supervisor& supervisor, NodeRendezv
       case RoundResult::Outcome::kFailed:
         break;
     }
-    if (restart < options.max_restarts && r.link_error.empty()) {
+    // A launcher that received a signal (rank -1) is going away: the world cannot be restarted without it.
+    const bool restartable = r.link_error.empty() && r.failures.front().rank >= 0;
+    if (restart < options.max_restarts && restartable) {
       print_line(fmt::format("dcomm-run: {}; restarting the group (restart {} of {})",
                              describe_failure_briefly(r.failures.front()), restart + 1, options.max_restarts));
       if (link != nullptr) link->restart_barrier(restart);
@@ -113,7 +134,7 @@ int run_launcher(const LaunchOptions& options, SignalWatcher& signals) {
     }
     phase = "between rounds";
     Supervisor supervisor(options, signals, link.get(), host);
-    rc = run_rounds(options, supervisor, link.get(), round);
+    rc = run_rounds(options, supervisor, link.get(), host, round);
     if (link != nullptr && rc != kExitLauncherError) link->finish(options.grace_period + kFinishBound);
   } catch (const Interrupted& i) {
     return interrupted(i.signal, phase);

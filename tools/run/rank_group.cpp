@@ -39,6 +39,7 @@ void RankGroup::start(const RoundInfo& round) {
         while (::waitpid(started.exit.pid, nullptr, 0) < 0 && errno == EINTR) {
         }
         started.running = false;
+        started.reaped = true;
       }
       close_output();
       throw;
@@ -57,27 +58,50 @@ std::vector<std::size_t> RankGroup::reap() {
   for (std::size_t i = 0; i < ranks_.size(); ++i) {
     Rank& r = ranks_[i];
     if (!r.running) continue;
-    int status = 0;
-    pid_t got = ::waitpid(r.exit.pid, &status, WNOHANG);
-    if (got == 0 || (got < 0 && errno == EINTR)) continue;
+    // WNOWAIT leaves the rank a zombie until release(): a zombie keeps its pid, so its process group's number
+    // cannot be reused by an unrelated process while signal_all() may still send to it.
+    siginfo_t info{};
+    int rc = ::waitid(P_PID, static_cast<id_t>(r.exit.pid), &info, WEXITED | WNOHANG | WNOWAIT);
+    if ((rc == 0 && info.si_pid == 0) || (rc < 0 && errno == EINTR)) continue;
     r.running = false;
-    if (got < 0) {  // cannot happen for our own child; record it as a failure rather than loop forever
+    if (rc < 0) {  // cannot happen for our own child; record it as a failure rather than loop forever
       r.exit.code = kExitLauncherError;
-    } else if (WIFSIGNALED(status)) {
-      r.exit.signaled = true;
-      r.exit.code = WTERMSIG(status);
+      r.reaped = true;
+    } else if (info.si_code == CLD_EXITED) {
+      r.exit.code = info.si_status;
     } else {
-      r.exit.code = WEXITSTATUS(status);
+      r.exit.signaled = true;
+      r.exit.code = info.si_status;
     }
     found.push_back(i);
   }
   return found;
 }
 
+void RankGroup::release() {
+  for (auto& r : ranks_) {
+    if (r.running || r.reaped) continue;
+    while (::waitpid(r.exit.pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    r.reaped = true;
+  }
+}
+
+RankGroup::~RankGroup() {
+  // Normally release() ran already; this covers an exception out of the round.
+  signal_all(SIGKILL, false);
+  for (auto& r : ranks_) {
+    if (r.reaped) continue;
+    while (::waitpid(r.exit.pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    r.reaped = true;
+  }
+}
+
 void RankGroup::signal_all(int sig, bool mark_stopped) {
   for (auto& r : ranks_) {
     if (mark_stopped && r.running) r.exit.stopped = true;
-    signal_process_group(r.exit.pid, sig);
+    if (!r.reaped) signal_process_group(r.exit.pid, sig);
   }
 }
 

@@ -18,6 +18,10 @@ class RankGroup {
   static constexpr std::size_t kStderrTailLines = 10;
 
   RankGroup(const LaunchOptions& o, std::string host) : options_(o), host_(std::move(host)) {}
+  /// Kills and reaps whatever is left (only on an exception out of a round; normally release() did the reaping).
+  ~RankGroup();
+  RankGroup(const RankGroup&) = delete;
+  RankGroup& operator=(const RankGroup&) = delete;
 
   /// Starts every local rank. If one cannot start, those already started are killed and the SystemError
   /// naming the program is rethrown.
@@ -26,15 +30,19 @@ class RankGroup {
   struct Rank {
     RankExit exit;  ///< identity from the start; status once reaped
     bool running = false;
+    bool reaped = false;  ///< exited ranks stay zombies (holding their group's number) until release()
     std::unique_ptr<LineForwarder> out;
     std::unique_ptr<LineForwarder> err;
   };
   std::vector<Rank>& ranks() { return ranks_; }
 
-  /// Reaps ranks that have exited (never blocks); returns their indices in the order found.
+  /// Collects the status of ranks that have exited (never blocks); returns their indices in the order found.
+  /// They stay zombies until release().
   std::vector<std::size_t> reap();
+  /// Reaps the exited ranks for good; after this their process groups are no longer signalled.
+  void release();
   /// Sends sig to the process group of every rank started this round (exited ranks' groups too, to reach
-  /// grandchildren they left behind). Ranks still running are marked as stopped by dcomm-run when `mark_stopped`.
+  /// grandchildren they left behind; safe because exited ranks are not reaped before release()). Ranks still running are marked as stopped by dcomm-run when `mark_stopped`.
   void signal_all(int sig, bool mark_stopped);
   bool any_running() const;
   /// Whether any output pipe is still open.

@@ -158,6 +158,7 @@ RoundResult Supervisor::run_round(const RoundInfo& round) {
   }
   s.group.close_output();
   if (s.stopping) s.group.signal_all(SIGKILL, false);  // grandchildren left in the ranks' groups
+  s.group.release();
   return std::move(s.result);
 }
 
