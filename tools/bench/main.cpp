@@ -32,6 +32,15 @@ bool quiet_rank() {
   return false;
 }
 
+// Whether a launcher (dcomm-run, torchrun, mpirun, Slurm) or the user set up a world in the environment.
+bool launched() {
+  for (const char* name : {"WORLD_SIZE", "DCOMM_WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", "RANK",
+                           "DCOMM_RANK"}) {
+    if (std::getenv(name) != nullptr) return true;
+  }
+  return false;
+}
+
 void write_file(const std::string& path, const std::string& text) {
   std::ofstream f(path);
   f << text;
@@ -44,7 +53,14 @@ int run(const Options& opts) {
     setenv("MASTER_ADDR", "127.0.0.1", 0);
     setenv("MASTER_PORT", "29500", 0);
   }
-  dcomm::ProcessGroupPtr pg = dcomm::init();
+  // Started by hand, without any launcher: a world of one, as nccl-tests runs in a single process.
+  dcomm::InitOptions init_opts;
+  if (!launched()) {
+    init_opts.rank = 0;
+    init_opts.world_size = 1;
+    init_opts.store = dcomm::make_memory_store();
+  }
+  dcomm::ProcessGroupPtr pg = dcomm::init(init_opts);
   std::vector<Group> groups;
   try {
     groups = plan(opts, pg->size(), registered_algorithms);
