@@ -4,12 +4,18 @@
 
 #include <dcomm/error.hpp>
 
+#include "runtime/cuda/device.hpp"
 #include "transports/tags.hpp"
 
 namespace dcomm::runtime {
 
 ProcessGroupImpl::ProcessGroupImpl(std::shared_ptr<World> world, coll::GroupView view, std::shared_ptr<Store> store)
-    : world_(std::move(world)), view_(std::move(view)), store_(std::move(store)) {
+    : world_(std::move(world)),
+      view_(std::move(view)),
+      store_(std::move(store)),
+      // A device-side wait outlives the collective's own timeout by a margin, so it gives up only when the
+      // collective is certainly over.
+      streams_(world_->timeout == kNoTimeout ? kNoTimeout : world_->timeout + std::chrono::seconds(10)) {
   world_to_group_.assign(static_cast<std::size_t>(world_->identity.world_size), -1);
   for (int g = 0; g < view_.size; ++g) world_to_group_[static_cast<std::size_t>(view_.world_ranks[g])] = g;
   engine_ = coll::Engine::create(view_);
@@ -59,32 +65,28 @@ void check_tag(const char* op, const std::string& label, int tag) {
 }  // namespace
 
 WorkPtr ProcessGroupImpl::send(const Buffer& buf, int dst, int tag, const P2POptions& opts) {
-  check_peer("send", dst, false);
-  check_buffer("send", label(), buf, "send");
-  check_tag("send", label(), tag);
-  check_usable("send");
-  Duration timeout = opts.timeout == kDefaultTimeout ? world_->timeout : opts.timeout;
-  std::string what = fmt::format("send to rank {} (tag {}) {}", dst, tag, label());
-  auto request = world_->mesh->isend(view_.world_ranks[static_cast<std::size_t>(dst)],
-                                     transport::p2p_tag(view_.context, static_cast<uint64_t>(tag)), buf.data,
-                                     buf.bytes(), buf.device);
-  auto work = std::make_shared<P2PWork>(world_->mesh, std::move(request), std::move(what), Deadline::after(timeout),
-                                        world_->timeout, world_to_group_);
-  if (!opts.async_op) work->wait(kDefaultTimeout);
-  return work;
+  return post_p2p(true, buf, dst, tag, opts);
 }
 
 WorkPtr ProcessGroupImpl::recv(const Buffer& buf, int src, int tag, const P2POptions& opts) {
-  check_peer("recv", src, true);
-  check_buffer("recv", label(), buf, "receive");
-  check_tag("recv", label(), tag);
-  check_usable("recv");
+  return post_p2p(false, buf, src, tag, opts);
+}
+
+WorkPtr ProcessGroupImpl::post_p2p(bool is_send, const Buffer& buf, int peer, int tag, const P2POptions& opts) {
+  const char* op = is_send ? "send" : "recv";
+  check_peer(op, peer, !is_send);
+  check_buffer(op, label(), buf, is_send ? "send" : "receive");
+  check_tag(op, label(), tag);
+  Buffer b = buf;
+  b.device = call_device(op, {{op, &buf}});
+  check_usable(op);
   Duration timeout = opts.timeout == kDefaultTimeout ? world_->timeout : opts.timeout;
-  std::string what = src == kAnySource ? fmt::format("recv from any rank (tag {}) {}", tag, label())
-                                       : fmt::format("recv from rank {} (tag {}) {}", src, tag, label());
-  int world_src = src == kAnySource ? kAnySource : view_.world_ranks[static_cast<std::size_t>(src)];
-  auto request = world_->mesh->irecv(world_src, transport::p2p_tag(view_.context, static_cast<uint64_t>(tag)),
-                                     buf.data, buf.bytes(), buf.device);
+  std::string who = peer == kAnySource ? std::string("any rank") : fmt::format("rank {}", peer);
+  std::string what = fmt::format("{} {} {} (tag {}) {}", op, is_send ? "to" : "from", who, tag, label());
+  uint64_t wire_tag = transport::p2p_tag(view_.context, static_cast<uint64_t>(tag));
+  int world_peer = peer == kAnySource ? kAnySource : view_.world_ranks[static_cast<std::size_t>(peer)];
+  auto request = is_send ? world_->mesh->isend(world_peer, wire_tag, b.data, b.bytes(), b.device)
+                         : world_->mesh->irecv(world_peer, wire_tag, b.data, b.bytes(), b.device);
   auto work = std::make_shared<P2PWork>(world_->mesh, std::move(request), std::move(what), Deadline::after(timeout),
                                         world_->timeout, world_to_group_);
   if (!opts.async_op) work->wait(kDefaultTimeout);
@@ -92,20 +94,37 @@ WorkPtr ProcessGroupImpl::recv(const Buffer& buf, int src, int tag, const P2POpt
 }
 
 WorkPtr ProcessGroupImpl::submit(coll::Args args, const CollectiveOptions& opts) {
+  const char* name = to_string(args.coll);
+  // Host and device buffers may not mix in one call; a buffer asking for detection learns its device here.
+  Device device = call_device(name, {{"send", &args.send}, {"recv", &args.recv}});
+  args.send.device = args.recv.device = device;
+  args.send.detect_device = args.recv.detect_device = false;
   engine_->validate(args);  // caller mistakes are rejected before any I/O
-  check_usable(to_string(args.coll));
+  check_usable(name);
   uint64_t seq = seq_.fetch_add(1);
   Duration timeout = opts.timeout == kDefaultTimeout ? world_->timeout : opts.timeout;
-  auto work = std::make_shared<CollectiveWork>(fmt::format("{} {} (call {})", to_string(args.coll), label(), seq),
-                                               world_->timeout);
+  auto work = std::make_shared<CollectiveWork>(fmt::format("{} {} (call {})", name, label(), seq), world_->timeout);
   std::string algorithm = opts.algorithm;
   coll::Engine* engine = engine_.get();
-  // The deadline starts when the collective starts running, not when it was queued behind others.
-  executor_.submit(
-      work, [engine, args = std::move(args), algorithm, timeout, seq] {
-        engine->run(args, algorithm, Deadline::after(timeout), seq);
-      },
-      opts.async_op);
+  Executor::Task task;
+  if (device.is_host()) {
+    // The deadline starts when the collective starts running, not when it was queued behind others.
+    task = [engine, args = std::move(args), algorithm, timeout, seq] {
+      engine->run(args, algorithm, Deadline::after(timeout), seq);
+    };
+  } else {
+    // The collective waits (without blocking the caller) for the work already queued on the caller's stream,
+    // and wait_stream() lets later work on a stream wait for the collective on the device.
+    StreamOrder& order = streams_.get(device);
+    uint64_t ticket = order.record_input(opts.stream);
+    work->set_stream_waiter([&order, ticket](void* stream) { order.complete_on(ticket, stream); });
+    task = [engine, args = std::move(args), algorithm, timeout, seq, &order, ticket, what = work->what()] {
+      Deadline deadline = Deadline::after(timeout);
+      CollectiveScope scope(order, ticket, deadline, what);
+      engine->run(args, algorithm, deadline, seq);
+    };
+  }
+  executor_.submit(work, std::move(task), opts.async_op);
   if (!opts.async_op) work->wait(kNoTimeout);  // already finished: rethrows its failure
   return work;
 }

@@ -13,6 +13,7 @@
 
 #include "collectives/engine.hpp"
 #include "rendezvous/bootstrap.hpp"
+#include "runtime/cuda/stream_order.hpp"
 #include "runtime/executor.hpp"
 
 namespace dcomm::runtime {
@@ -75,6 +76,8 @@ class ProcessGroupImpl : public ProcessGroup, public std::enable_shared_from_thi
  private:
   /// Validates, numbers and runs (or queues) one collective.
   WorkPtr submit(coll::Args args, const CollectiveOptions& opts);
+  /// Validates and posts one send or receive (`peer` may be kAnySource for receives).
+  WorkPtr post_p2p(bool is_send, const Buffer& buf, int peer, int tag, const P2POptions& opts);
   /// Builds the subgroup whose members (world ranks, in group-rank order) include this rank.
   std::shared_ptr<ProcessGroup> make_subgroup(const std::vector<int>& world_members, const std::string& round_key);
   std::string label() const;
@@ -88,6 +91,7 @@ class ProcessGroupImpl : public ProcessGroup, public std::enable_shared_from_thi
   std::vector<int> world_to_group_;  // -1 for world ranks outside the group
   std::atomic<uint64_t> seq_{0};     // collectives issued on this group
   std::atomic<uint64_t> rounds_{0};  // split / new_group calls on this group
+  StreamOrders streams_;             // CUDA stream ordering, one per device used
   Executor executor_;
 };
 

@@ -42,6 +42,14 @@ void CollectiveWork::abort() noexcept {
   if (!done_) aborted_ = true;
 }
 
+void CollectiveWork::wait_stream(void* stream) {
+  if (stream_waiter_) {
+    stream_waiter_(stream);
+  } else {
+    wait(kDefaultTimeout);
+  }
+}
+
 bool CollectiveWork::aborted() const {
   std::lock_guard<std::mutex> lock(mu_);
   return aborted_;

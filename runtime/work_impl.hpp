@@ -3,6 +3,7 @@
 // it), and a point-to-point request that lives in the mesh (completed by driving the mesh's progress).
 
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -24,6 +25,9 @@ class CollectiveWork : public Work {
   bool wait(Duration timeout) override;
   std::exception_ptr exception() override;
   void abort() noexcept override;
+  /// CUDA collectives: a device-side wait on `stream` (set_stream_waiter); host collectives wait on the host.
+  void wait_stream(void* stream) override;
+  void set_stream_waiter(std::function<void(void*)> waiter) { stream_waiter_ = std::move(waiter); }
 
   /// Marks the work finished; `error` null on success. Called once by the executor.
   void finish(std::exception_ptr error) noexcept;
@@ -34,6 +38,7 @@ class CollectiveWork : public Work {
  private:
   std::string what_;
   Duration group_timeout_;
+  std::function<void(void*)> stream_waiter_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;

@@ -95,6 +95,18 @@ void copy_cuda(void* dst, const void* src, std::size_t bytes, void* stream) {
               fmt::format("copy_cuda: cudaMemcpyAsync of {}", format_bytes(bytes)));
 }
 
+void* alloc_cuda(std::size_t bytes, void* stream) {
+  void* p = nullptr;
+  cuda::check(cudaMallocAsync(&p, bytes == 0 ? 1 : bytes, static_cast<cudaStream_t>(resolve(stream))),
+              fmt::format("alloc_cuda: cudaMallocAsync of {} of scratch", format_bytes(bytes)));
+  return p;
+}
+
+void free_cuda(void* p, void* stream) noexcept {
+  if (p != nullptr) (void)cudaFreeAsync(p, static_cast<cudaStream_t>(resolve(stream)));
+  (void)cudaGetLastError();
+}
+
 void synchronize_cuda(void* stream, const Deadline& deadline, const char* what) {
   cuda::wait_stream(static_cast<cudaStream_t>(resolve(stream)), deadline, what);
 }

@@ -31,6 +31,13 @@ void divide_cuda(void* dst, std::size_t count, DType dtype, int divisor, void* s
 /// Copies `bytes` between any two CUDA-visible buffers (device, or pinned/registered host memory). Overlapping
 /// ranges are copied as memmove would (through scratch memory).
 void copy_cuda(void* dst, const void* src, std::size_t bytes, void* stream);
+/// Scratch device memory from the stream-ordered allocator (cudaMallocAsync) on `stream` (null: as above), usable
+/// by work queued on that stream after this call. Collectives should take scratch from here rather than cudaMalloc
+/// and cudaFree: those may synchronise the whole device, which would wait behind a gate kernel on the caller's
+/// stream (runtime/cuda/stream_order.hpp) that itself waits for the running collective.
+void* alloc_cuda(std::size_t bytes, void* stream);
+/// Returns alloc_cuda memory once the work queued on `stream` so far is done with it. Never throws.
+void free_cuda(void* p, void* stream) noexcept;
 /// Waits, bounded by `deadline`, for everything queued on `stream` (null: as above). `what` starts any error.
 void synchronize_cuda(void* stream, const Deadline& deadline, const char* what);
 

@@ -1,4 +1,4 @@
-// The Mesh with device buffers, ranks as threads of one process: host messages keep their host route (loopback),
+// The Mesh with device buffers, ranks as threads of one process: host messages keep their host route (shm or loopback),
 // device messages take the device route (cuda_ipc, which copies straight from the sender's pointer between ranks of
 // one process), and a host-memory message matched by a device receive is refused with a clear error.
 

@@ -164,3 +164,21 @@ TEST_CASE("abort fails queued work and poisons the group", "[runtime][group]") {
   INFO(first(failures));
   CHECK(failures.empty());
 }
+
+TEST_CASE("host and device buffers mixed in one call are refused before any I/O", "[runtime][group]") {
+  auto failures = run_ranks(2, [](ProcessGroup& pg, std::vector<std::string>& f) {
+    std::vector<float> a(8, 1.0f), b(8, 0.0f);
+    Buffer dev(b.data(), b.size(), DType::kFloat32, Device::cuda(0));
+    try {
+      pg.all_reduce(Buffer(a), dev, ReduceOp::kSum);
+      f.push_back("a host send buffer with a cuda:0 receive buffer was accepted");
+    } catch (const InvalidUsageError& e) {
+      std::string msg = e.what();
+      RANK_EXPECT(f, msg.find("all_reduce") != std::string::npos && msg.find("cuda:0") != std::string::npos,
+                  "names the call and the device: " + msg);
+    }
+    pg.barrier();  // still usable
+  });
+  INFO(first(failures));
+  CHECK(failures.empty());
+}

@@ -32,11 +32,15 @@ int main(int argc, char** argv) {
     int wrong = 0;
 
     // all_reduce (sum) of n doubles.
+    // The first call maps buffers and warms the links; the second is the one timed.
     std::vector<double> x(n);
-    for (std::size_t i = 0; i < n; ++i) x[i] = value(rank, i);
-    auto t0 = std::chrono::steady_clock::now();
-    pg->all_reduce(dcomm::Buffer(x), dcomm::ReduceOp::kSum);
-    double t_allreduce = seconds_since(t0);
+    double t_allreduce = 0;
+    for (int round = 0; round < 2; ++round) {
+      for (std::size_t i = 0; i < n; ++i) x[i] = value(rank, i);
+      auto t0 = std::chrono::steady_clock::now();
+      pg->all_reduce(dcomm::Buffer(x), dcomm::ReduceOp::kSum);
+      t_allreduce = seconds_since(t0);
+    }
     for (std::size_t i = 0; i < n; ++i) {
       double expect = 0;
       for (int r = 0; r < size; ++r) expect += value(r, i);

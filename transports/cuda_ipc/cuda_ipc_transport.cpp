@@ -136,7 +136,7 @@ class CudaIpcTransport final : public Transport {
     }
     any |= copies_.poll([this](const cuda_ipc::FinishedCopy& f) {
       if (f.error) {
-        f.op->fail(f.error);
+        f.op->fail(copy_failure(f));
       } else {
         f.op->complete(f.bytes);
       }
@@ -255,6 +255,22 @@ class CudaIpcTransport final : public Transport {
       any = true;
     }
     return any;
+  }
+
+  // A copy out of a peer's memory that failed because the peer died is the peer's failure, not CUDA's: report it
+  // as such, naming the peer, with the CUDA error after it.
+  std::exception_ptr copy_failure(const cuda_ipc::FinishedCopy& f) {
+    std::string dead = peer_failure(f.peer);
+    if (dead.empty()) return f.error;
+    std::string cuda_error;
+    try {
+      std::rethrow_exception(f.error);
+    } catch (const std::exception& e) {
+      cuda_error = e.what();
+    }
+    return std::make_exception_ptr(RemoteError(fmt::format(
+        "cuda_ipc rank {}: rank {} is gone ({}) while its {} were being copied: {}", ctx_.self.rank, f.peer, dead,
+        format_bytes(f.bytes), cuda_error)));
   }
 
   void ack(Peer& p, uint64_t seq, bool failed) {
