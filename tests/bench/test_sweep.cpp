@@ -105,6 +105,7 @@ struct RankOutcome {
   std::string failure;
   int code = 0;
   bool aborted = false;
+  bool printed = false;
 };
 
 std::vector<RankOutcome> run_ranks(const Options& o, int world) {
@@ -126,6 +127,7 @@ std::vector<RankOutcome> run_ranks(const Options& o, int world) {
       } catch (const BenchFailure& e) {
         me.failure = e.what();
         me.code = e.exit_code;
+        me.printed = e.printed;
       } catch (const std::exception& e) {
         me.failure = std::string("unexpected: ") + e.what();
         me.code = -1;
@@ -179,6 +181,7 @@ TEST_CASE("a rank that never arrives is named, and every rank ends non-zero", "[
     CHECK(me.failure.rfind("dcomm-bench: error: all_gather[auto] 12 B float32 via dcomm", 0) == 0);
     CHECK(me.failure.find("rank(s) 1 did not arrive at this size") != std::string::npos);
     CHECK(me.aborted);
+    CHECK(me.printed);
   }
   CHECK(out[1].code == 1);
   CHECK(out[1].failure.find("--test-stall") != std::string::npos);

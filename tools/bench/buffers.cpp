@@ -17,12 +17,12 @@ namespace {
 #if DCOMM_HAVE_CUDA
 void cuda_check(cudaError_t rc, const char* what, std::size_t bytes) {
   if (rc != cudaSuccess) {
-    throw Error(ErrorCode::kCudaError, std::string("dcomm-bench: ") + what + " (" + std::to_string(bytes) +
+    throw Error(ErrorCode::kCudaError, std::string(what) + " (" + std::to_string(bytes) +
                                            " B) failed: " + cudaGetErrorName(rc) + " - is a GPU visible?");
   }
 }
 #else
-[[noreturn]] void no_cuda() { throw InvalidUsageError("dcomm-bench: CUDA memory requested but this build has no CUDA"); }
+[[noreturn]] void no_cuda() { throw InvalidUsageError("CUDA memory requested but this build has no CUDA"); }
 #endif
 
 }  // namespace
@@ -32,7 +32,7 @@ DeviceMemory::DeviceMemory(std::size_t bytes, Device device) : bytes_(bytes), de
   if (device.is_host()) {
     // Page alignment as a pinned or registered buffer would have; keeps copies comparable across sizes.
     data_ = std::aligned_alloc(4096, (n + 4095) / 4096 * 4096);
-    if (data_ == nullptr) throw SystemError("dcomm-bench: allocating " + std::to_string(bytes) + " B", ENOMEM);
+    if (data_ == nullptr) throw SystemError("allocating " + std::to_string(bytes) + " B", ENOMEM);
     return;
   }
 #if DCOMM_HAVE_CUDA

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "common/deadline.hpp"
 #include "tools/bench/row.hpp"
 
 namespace dcomm::bench {
@@ -42,15 +43,16 @@ std::vector<LocalResult> Exchange::collect(uint64_t seq) {
   return out;
 }
 
-void Exchange::mark_failed(uint64_t seq, int rank) { store_->set(key("fail", seq, -1), std::to_string(rank)); }
+void Exchange::mark_failed(uint64_t seq) { store_->add(key("fail", seq, -1), 1); }
 
-bool Exchange::wait_failed(uint64_t seq, Duration timeout) {
-  try {
-    store_->wait({key("fail", seq, -1)}, timeout);
-    return true;
-  } catch (const TimeoutError&) {
-    return false;
+bool Exchange::wait_failed(uint64_t seq, int ranks, Duration timeout) {
+  const Deadline deadline = Deadline::after(timeout);
+  Backoff backoff(std::chrono::milliseconds(20));
+  while (store_->add(key("fail", seq, -1), 0) < ranks) {
+    if (deadline.expired()) return false;
+    backoff.pause();
   }
+  return true;
 }
 
 }  // namespace dcomm::bench

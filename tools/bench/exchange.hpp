@@ -26,10 +26,10 @@ class Exchange {
   void publish(uint64_t seq, const LocalResult& r);
   /// Rank 0: every rank's measurements of case `seq`, index = rank; then forgets the case's keys.
   std::vector<LocalResult> collect(uint64_t seq);
-  /// Tells the other ranks that case `seq` failed.
-  void mark_failed(uint64_t seq, int rank);
-  /// Waits up to `timeout` for some rank to mark case `seq` failed; whether one did.
-  bool wait_failed(uint64_t seq, Duration timeout);
+  /// Tells the other ranks that this rank has reported case `seq` as failed.
+  void mark_failed(uint64_t seq);
+  /// Waits up to `timeout` until `ranks` ranks have marked case `seq` failed; whether they did.
+  bool wait_failed(uint64_t seq, int ranks, Duration timeout);
 
  private:
   std::string key(const char* kind, uint64_t seq, int rank) const;

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <sstream>
+#include <thread>
 
 #include "dcomm_config.h"
 #include "tools/bench/args.hpp"
@@ -30,6 +32,15 @@ bool quiet_rank() {
   return false;
 }
 
+// Whether a launcher (dcomm-run, torchrun, mpirun, Slurm) or the user set up a world in the environment.
+bool launched() {
+  for (const char* name : {"WORLD_SIZE", "DCOMM_WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", "RANK",
+                           "DCOMM_RANK"}) {
+    if (std::getenv(name) != nullptr) return true;
+  }
+  return false;
+}
+
 void write_file(const std::string& path, const std::string& text) {
   std::ofstream f(path);
   f << text;
@@ -42,8 +53,29 @@ int run(const Options& opts) {
     setenv("MASTER_ADDR", "127.0.0.1", 0);
     setenv("MASTER_PORT", "29500", 0);
   }
-  dcomm::ProcessGroupPtr pg = dcomm::init();
-  std::vector<Group> groups = plan(opts, pg->size(), registered_algorithms);
+  // Started by hand, without any launcher: a world of one, as nccl-tests runs in a single process.
+  dcomm::InitOptions init_opts;
+  if (!launched()) {
+    init_opts.rank = 0;
+    init_opts.world_size = 1;
+    init_opts.store = dcomm::make_memory_store();
+  }
+  dcomm::ProcessGroupPtr pg = dcomm::init(init_opts);
+  std::vector<Group> groups;
+  try {
+    groups = plan(opts, pg->size(), registered_algorithms);
+  } catch (const UsageError& e) {
+    // Every rank finds the same mistake; rank 0 says it, and the others wait until it has, so that the
+    // launcher does not stop rank 0 before its line is out.
+    auto store = dcomm::make_prefix_store("bench/", pg->store());
+    if (pg->rank() == 0) {
+      std::cerr << "dcomm-bench: error: " << e.what() << std::endl;
+      store->set("usage_reported", std::string("1"));
+    } else {
+      store->wait({"usage_reported"}, std::chrono::seconds(10));
+    }
+    return 2;
+  }
   std::vector<std::unique_ptr<Library>> libs;
   libs.push_back(make_dcomm_library(pg));
 #if DCOMM_HAVE_MPI
@@ -65,16 +97,19 @@ int main(int argc, char** argv) {
   std::ostringstream err;
   int code = parse_args(argc, argv, &opts, std::cout, err);
   if (code >= 0) {
-    if (!quiet_rank()) std::cerr << err.str();
+    if (!quiet_rank()) {
+      std::cerr << err.str();
+    } else if (code != 0) {
+      // Not joined yet, so no store to wait on: give rank 0 a moment to print before this exit makes the
+      // launcher stop the job.
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
     return code;
   }
   try {
     return run(opts);
-  } catch (const UsageError& e) {
-    if (!quiet_rank()) std::cerr << "dcomm-bench: error: " << e.what() << "\n";
-    return 2;
   } catch (const BenchFailure& e) {
-    std::cerr << e.what() << "\n";
+    if (!e.printed) std::cerr << e.what() << "\n";
     return e.exit_code;
   } catch (const std::exception& e) {
     std::cerr << "dcomm-bench: error: " << e.what() << "\n";

@@ -74,13 +74,16 @@ void Sweep::fail(const Library& lib, const Case& c, uint64_t seq, const std::exc
   }
   std::string msg = fmt::format("dcomm-bench: error: {} via {}, rank {}/{}: {}; {}", describe(lib, c), lib.name(),
                                 c.rank, c.world, e.what(), arrival_report(seq));
+  // Print before telling the others: once every rank has reported, the launcher may stop this one.
+  std::fprintf(stderr, "%s\n", msg.c_str());
+  std::fflush(stderr);
   try {
-    exchange_.mark_failed(seq, c.rank);
+    exchange_.mark_failed(seq);
   } catch (const std::exception&) {
     // The store may be what failed; the message above already says what is known.
   }
   pg_->abort();
-  throw BenchFailure(msg, 1);
+  throw BenchFailure(msg, 1, true);
 }
 
 void Sweep::report_stuck() {
@@ -95,9 +98,9 @@ Row Sweep::run_case(Library& lib, const Case& c) {
   const uint64_t seq = seq_++;
   if (std::string why = lib.unsupported(c); !why.empty()) return skipped_row(c, lib.name(), why);
   if (opts_.stall_rank == c.rank && seq == 0) {
-    // The test hook: never arrive, wait for the others to report the stall, then fail as they do.
+    // The test hook: never arrive, wait until every other rank has reported the stall, then fail too.
     const auto wait = std::chrono::duration_cast<Duration>(2 * c.timeout + kWatchdogGrace * 3);
-    exchange_.wait_failed(seq, wait);
+    exchange_.wait_failed(seq, c.world - 1, wait);
     throw BenchFailure(fmt::format("dcomm-bench: error: rank {}/{} skipped {} on purpose (--test-stall)", c.rank,
                                    c.world, describe(lib, c)), 1);
   }

@@ -22,8 +22,10 @@ namespace dcomm::bench {
 /// A run that could not finish: a stuck or failed case (exit 1) or a usage mistake found by the library
 /// (exit 2). The message is one line, already naming the case, the rank and what to check.
 struct BenchFailure : std::runtime_error {
-  BenchFailure(const std::string& message, int code) : std::runtime_error(message), exit_code(code) {}
+  BenchFailure(const std::string& message, int code, bool was_printed = false)
+      : std::runtime_error(message), exit_code(code), printed(was_printed) {}
   int exit_code;
+  bool printed;  ///< already on stderr
 };
 
 class Sweep {

@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""dcomm-bench in real processes through dcomm-run: checked runs that must find 0 wrong elements, the JSON and
+CSV of a real run, the report of a stalled rank, usage errors, and --vs mpi. Usage: mp_bench.py CASE."""
+import csv
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+BUILD = os.environ["DCOMM_BUILD_DIR"]
+RUN = os.path.join(BUILD, "tools", "dcomm-run")
+BENCH = os.path.join(BUILD, "tools", "bench", "dcomm-bench")
+
+
+def launch(nproc, *args, expect_ok=True):
+    cmd = [RUN, "--standalone", "--nproc-per-node", str(nproc), "--", BENCH, *args]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    text = p.stdout + p.stderr
+    if expect_ok and p.returncode != 0:
+        sys.exit(f"FAIL: {' '.join(cmd)} exited {p.returncode}:\n{text}")
+    return p.returncode, text
+
+
+def require(cond, what, text=""):
+    if not cond:
+        sys.exit(f"FAIL: {what}\n{text}")
+
+
+def typed(obj, key, types):
+    require(key in obj, f"JSON: key '{key}' missing from {sorted(obj)}")
+    require(isinstance(obj[key], types) and not (isinstance(obj[key], bool) and bool not in types),
+            f"JSON: '{key}' is {type(obj[key]).__name__}, expected {types}")
+
+
+def check_schema(doc, world):
+    for k, t in [("tool", (str,)), ("version", (str,)), ("world_size", (int,)), ("arguments", (dict,)),
+                 ("environment", (dict,)), ("machine", (dict,)), ("results", (list,)), ("summary", (dict,))]:
+        typed(doc, k, t)
+    require(doc["world_size"] == world, "JSON: world_size")
+    for k, t in [("hostname", (str,)), ("cores", (int,)), ("cpu_model", (str,)), ("memory_bytes", (int,))]:
+        typed(doc["machine"], k, t)
+    for k, t in [("argv", (list,)), ("collectives", (list,)), ("min_bytes", (int,)), ("iters", (int,)),
+                 ("check", (bool,)), ("timeout_s", (int, float))]:
+        typed(doc["arguments"], k, t)
+    require(doc["results"], "JSON: no results")
+    for r in doc["results"]:
+        for k, t in [("library", (str,)), ("collective", (str,)), ("algorithm", (str,)), ("dtype", (str,)),
+                     ("bytes", (int,)), ("count", (int,)), ("inplace", (bool,)), ("time_us", (dict,)),
+                     ("algbw_gbps", (int, float)), ("busbw_gbps", (int, float)), ("wrong", (int,)),
+                     ("slowest_rank", (int,)), ("ranks", (list,))]:
+            typed(r, k, t)
+        for k in ("mean", "min", "max", "p50", "p99"):
+            typed(r["time_us"], k, (int, float))
+        require(r["skipped"] is not None or len(r["ranks"]) == world, "JSON: one entry per rank")
+    typed(doc["summary"], "avg_busbw", (list,))
+    typed(doc["summary"], "wrong", (int,))
+
+
+def case_check2():
+    """2 ranks, every collective and algorithm, odd sizes, --check: 0 wrong; JSON and CSV agree."""
+    with tempfile.TemporaryDirectory() as d:
+        jpath, cpath = os.path.join(d, "r.json"), os.path.join(d, "r.csv")
+        _, text = launch(2, "all", "-b", "12", "-e", "1500", "-f", "5", "-n", "2", "-w", "1", "--check",
+                         "--algo", "all", "--json", jpath, "--csv", cpath)
+        require("# Wrong elements: 0" in text, "expected 0 wrong elements", text)
+        doc = json.load(open(jpath))
+        check_schema(doc, 2)
+        colls = {r["collective"] for r in doc["results"]}
+        require(len(colls) == 10, f"expected 10 collectives, got {sorted(colls)}")
+        require(all(r["wrong"] == 0 for r in doc["results"]), "a row has wrong elements")
+        algos = {r["algorithm"] for r in doc["results"] if r["collective"] == "all_reduce"}
+        require(len(algos) >= 2, f"--algo all ran only {algos}")
+        rows = list(csv.DictReader(open(cpath)))
+        require(len(rows) == len(doc["results"]), "CSV and JSON row counts differ")
+
+
+def case_check3():
+    """3 ranks (not a power of two), every dtype and op, in place and not: 0 wrong."""
+    for extra in ([], ["--inplace"]):
+        _, text = launch(3, "all_reduce", "-d", "all", "-o", "all", "-b", "12", "-e", "300", "-f", "5", "-n", "1",
+                         "-w", "0", "--check", *extra)
+        require("# Wrong elements: 0" in text, f"all_reduce {extra}: expected 0 wrong", text)
+        _, text = launch(3, "reduce_scatter", "-d", "all", "-o", "all", "-b", "36", "-e", "36", "-n", "1", "-w", "0",
+                         "-r", "2", "--check", *extra)
+        require("# Wrong elements: 0" in text, f"reduce_scatter {extra}: expected 0 wrong", text)
+    _, text = launch(3, "all", "-b", "12", "-e", "300", "-f", "5", "-n", "1", "-w", "0", "-r", "2", "--check",
+                     "--inplace")
+    require("# Wrong elements: 0" in text, "in-place collectives: expected 0 wrong", text)
+
+
+def case_stall():
+    """A rank that never arrives ends the run non-zero with a report naming it."""
+    code, text = launch(3, "all_reduce", "-b", "1K", "-e", "4K", "-n", "2", "-w", "0", "--timeout", "1",
+                        "--test-stall", "1", expect_ok=False)
+    require(code != 0, "a stalled run must exit non-zero", text)
+    require("rank(s) 1 did not arrive at this size" in text, "the report must name rank 1", text)
+    require("(timeout 1.0 s)" in text or "timeout" in text, "the report must give the timeout", text)
+
+
+def case_usage():
+    """Mistakes only visible after joining still get one line and exit 2."""
+    for args, needle in [(["all_reduce", "--algo", "nosuch"], "dcomm-bench: error: unknown algorithm 'nosuch'"),
+                         (["broadcast", "-r", "5"], "dcomm-bench: error: -r 5: the world has 2 ranks")]:
+        code, text = launch(2, *args, expect_ok=False)
+        require(code != 0 and needle in text, f"{args}: expected '{needle}'", text)
+        lines = [l for l in text.splitlines() if l.startswith("[rank ") and "dcomm-bench: error:" in l]
+        require(len(lines) == 1, f"{args}: one line, from rank 0 only", text)
+
+
+def case_vs_mpi():
+    """--vs mpi under dcomm-run: MPI singletons joined through ompi-server, checked, ratio per size."""
+    with tempfile.TemporaryDirectory() as d:
+        jpath = os.path.join(d, "r.json")
+        _, text = launch(2, "all_reduce", "-b", "8", "-e", "4K", "-f", "8", "-n", "2", "-w", "1", "--check",
+                         "--vs", "mpi", "--json", jpath)
+        require("# Wrong elements: 0" in text, "expected 0 wrong", text)
+        doc = json.load(open(jpath))
+        libs = {r["library"] for r in doc["results"]}
+        require(libs == {"dcomm", "mpi"}, f"libraries {libs}")
+        dcomm_rows = [r for r in doc["results"] if r["library"] == "dcomm"]
+        require(all(isinstance(r["vs_mpi"], float) for r in dcomm_rows), "every dcomm row needs a ratio")
+
+
+if __name__ == "__main__":
+    globals()["case_" + sys.argv[1]]()
+    print("ok")
