@@ -1,6 +1,6 @@
-// Scratch memory on the call's device: malloc for host buffers, stream-ordered CUDA memory for device buffers
-// (with the CUDA reductions built in). Stream-ordered, because a plain cudaFree would wait for every stream of the
-// device, including a caller's stream parked behind a wait_stream() gate on this very collective.
+// Scratch memory on the call's device: malloc for host buffers; for device buffers the CUDA reductions'
+// stream-ordered allocator (never cudaMalloc/cudaFree, which may synchronise the device behind the runtime's
+// gate kernel that waits for this very collective).
 
 #include <fmt/format.h>
 
@@ -38,7 +38,7 @@ Scratch::Scratch(std::size_t bytes, const Device& device) : device_(device) {
   if (bytes == 0) return;
   if (!device.is_host()) {
 #if DCOMM_CUDA_REDUCE
-    data_ = static_cast<char*>(alloc_cuda(bytes, nullptr));  // throws a CudaError naming the size
+    data_ = static_cast<char*>(alloc_cuda(bytes, nullptr));
     return;
 #else
     throw InvalidUsageError(fmt::format(

@@ -46,17 +46,20 @@ std::string format_bytes(std::size_t bytes) {
 }
 
 void Backoff::pause() {
-  // A few hundred spins cover a peer that is about to answer; after that, give the core away.
-  constexpr unsigned kSpins = 256;
-  constexpr unsigned kYields = 64;
-  ++polls_;
-  if (polls_ <= kSpins) {
+  if (polls_++ == 0) since_ = Clock::now();
+  // Reading the clock costs ~20 ns; check it every 16 polls while spinning.
+  if (polls_ < 16 || (polls_ % 16 != 0 && polls_ < 4096)) {
     DCOMM_CPU_RELAX();
-  } else if (polls_ <= kSpins + kYields) {
+    return;
+  }
+  auto waited = Clock::now() - since_;
+  if (waited < kSpinTime) {
+    DCOMM_CPU_RELAX();
+  } else if (waited < kYieldTime) {
     sched_yield();
   } else {
-    auto step = std::chrono::microseconds(std::min<unsigned>(polls_ - kSpins - kYields, 1000u) * 2);
-    std::this_thread::sleep_for(std::min(step, max_sleep_));
+    auto step = std::chrono::duration_cast<std::chrono::microseconds>(waited - kYieldTime) / 8;
+    std::this_thread::sleep_for(std::clamp(step, std::chrono::microseconds(20), max_sleep_));
   }
 }
 

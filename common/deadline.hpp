@@ -36,8 +36,13 @@ std::string format_duration(Duration d);
 std::string format_bytes(std::size_t bytes);
 
 /// Spin, then yield, then sleep up to max_sleep. Call pause() once per unsuccessful poll; reset() after progress.
+/// The phases are timed, not counted, so a poll that costs more (a syscall) does not stretch the spin: a peer that
+/// answers within kSpinTime is seen at once; one that answers within kYieldTime costs a yield (nothing, when the
+/// core is idle; the core for another rank, when oversubscribed); after that the waiter sleeps.
 class Backoff {
  public:
+  static constexpr std::chrono::microseconds kSpinTime{50};
+  static constexpr std::chrono::microseconds kYieldTime{2000};
   explicit Backoff(std::chrono::microseconds max_sleep = std::chrono::microseconds(1000)) : max_sleep_(max_sleep) {}
   void pause();
   void reset() { polls_ = 0; }
@@ -45,6 +50,7 @@ class Backoff {
  private:
   std::chrono::microseconds max_sleep_;
   unsigned polls_ = 0;
+  Clock::time_point since_{};
 };
 
 }  // namespace dcomm
