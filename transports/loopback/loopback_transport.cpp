@@ -59,8 +59,8 @@ class LoopbackTransport final : public Transport {
 };
 
 void LoopbackTransport::connect(Store& /*store*/, const std::vector<PeerInfo>& peers, const Deadline& deadline) {
-  // Every rank registered in its constructor, before Mesh published anything, so this only waits when the
-  // store let a peer get ahead of the registration - which it cannot; the loop is a guard, bounded anyway.
+  // Every rank registers in its constructor, before it publishes its peer record, so a peer we are told to
+  // connect to is normally registered already; the bounded loop covers a peer that is not in this process.
   Backoff backoff;
   for (const auto& p : peers) {
     while (!(peers_[static_cast<std::size_t>(p.rank)] = find_endpoint(ctx_.world_id, p.rank))) {
