@@ -72,8 +72,8 @@ TEST_CASE("ucx keeps per-(source, tag) order with hundreds of messages in flight
       std::vector<uint8_t> got(msg.bytes);
       r.receive(msg, got.data());
       if (msg.bytes != size_of(expect)) {
-        r.fail(fmt::format("from rank {} tag {}: expected message {} ({} B) but got {} B", msg.source, msg.tag,
-                           expect, size_of(expect), msg.bytes));
+        r.fail(fmt::format("from rank {} tag {}: expected message {} ({} B) but got {} B", msg.source, msg.tag, expect,
+                           size_of(expect), msg.bytes));
         return;
       }
       if (auto e = check_pattern(got.data(), got.size(), msg.source, static_cast<uint64_t>(expect) * 16 + r.rank());

@@ -45,9 +45,10 @@ void UcxEndpoints::connect(Store& store, const std::vector<PeerInfo>& peers, con
   std::vector<std::string> keys;
   for (const PeerInfo& p : peers) {
     if (p.rank < 0 || p.rank >= static_cast<int>(peers_.size()) || p.rank == self_.rank) {
-      throw InvalidUsageError(fmt::format("ucx connect on rank {}: peer rank {} is outside the world of {} or is "
-                                          "this rank",
-                                          self_.rank, p.rank, peers_.size()));
+      throw InvalidUsageError(
+          fmt::format("ucx connect on rank {}: peer rank {} is outside the world of {} or is "
+                      "this rank",
+                      self_.rank, p.rank, peers_.size()));
     }
     keys.push_back(address_key(p.rank));
   }
@@ -61,18 +62,19 @@ void UcxEndpoints::connect(Store& store, const std::vector<PeerInfo>& peers, con
     peer->owner = this;
     peer->info = peers[i];
     ucp_ep_params_t params{};
-    params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                        UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    params.field_mask =
+        UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
     params.address = reinterpret_cast<const ucp_address_t*>(addresses[i].data());
     params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
     params.err_handler.cb = &UcxEndpoints::on_error;
     params.err_handler.arg = peer.get();
     ucs_status_t st = ucp_ep_create(worker_, &params, &peer->ep);
     if (st != UCS_OK) {
-      throw RemoteError(fmt::format("ucx connect on rank {}: creating the endpoint to rank {} on host {} failed: "
-                                    "UCX reported {}; check that both hosts share a UCX transport (UCX_TLS, "
-                                    "UCX_NET_DEVICES; `ucx_info -d`)",
-                                    self_.rank, peers[i].rank, peers[i].hostname, status_text(st)));
+      throw RemoteError(
+          fmt::format("ucx connect on rank {}: creating the endpoint to rank {} on host {} failed: "
+                      "UCX reported {}; check that both hosts share a UCX transport (UCX_TLS, "
+                      "UCX_NET_DEVICES; `ucx_info -d`)",
+                      self_.rank, peers[i].rank, peers[i].hostname, status_text(st)));
     }
     peers_[static_cast<std::size_t>(peers[i].rank)] = std::move(peer);
   }
@@ -187,8 +189,7 @@ void UcxEndpoints::close(const Deadline& deadline, const std::function<void()>& 
     peer->ep = nullptr;
     if (UCS_PTR_IS_PTR(r)) closing.emplace_back(peer->info.rank, r);
   }
-  std::vector<int> stuck =
-      drive<int>(std::move(closing), Deadline::after(kForceCloseBudget), progress, nullptr);
+  std::vector<int> stuck = drive<int>(std::move(closing), Deadline::after(kForceCloseBudget), progress, nullptr);
   if (!stuck.empty()) DCOMM_WARN("ucx: {} endpoint(s) did not finish closing; the worker releases them", stuck.size());
 }
 

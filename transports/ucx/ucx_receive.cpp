@@ -51,9 +51,10 @@ void UcxTransport::start_receive(const Incoming& msg, void* dst, ucp_datatype_t 
 
 void UcxTransport::claim(const Incoming& msg, const char* call) {
   if (announced_.erase(msg.token) == 0) {
-    throw InvalidUsageError(fmt::format("ucx {} on {} from rank {} ({}, tag {:#x}): the message was not announced "
-                                        "by this transport, or was already received or discarded",
-                                        call, who(), msg.source, format_bytes(msg.bytes), msg.tag));
+    throw InvalidUsageError(
+        fmt::format("ucx {} on {} from rank {} ({}, tag {:#x}): the message was not announced "
+                    "by this transport, or was already received or discarded",
+                    call, who(), msg.source, format_bytes(msg.bytes), msg.tag));
   }
 }
 

@@ -62,9 +62,10 @@ void UcxRequests::on_receive(void* request, ucs_status_t status, const ucp_tag_r
 
 std::string UcxRequests::failure_text(const Pending& p, const std::string& cause) const {
   const char* what = p.kind == Pending::Kind::kSend ? "send to" : "receive from";
-  return fmt::format("{} {} over ucx ({}, tag {:#x}) failed: {}; rank {} may have exited or become unreachable - "
-                     "check its log",
-                     what, name_peer_(p.peer), format_bytes(p.bytes), p.tag, cause, p.peer);
+  return fmt::format(
+      "{} {} over ucx ({}, tag {:#x}) failed: {}; rank {} may have exited or become unreachable - "
+      "check its log",
+      what, name_peer_(p.peer), format_bytes(p.bytes), p.tag, cause, p.peer);
 }
 
 void UcxRequests::reject(Pending::Kind kind, int peer, uint64_t tag, std::size_t bytes, const OpPtr& op,
@@ -78,7 +79,7 @@ void UcxRequests::reject(Pending::Kind kind, int peer, uint64_t tag, std::size_t
 }
 
 void UcxRequests::finish(Pending* p, ucs_status_t status, std::size_t bytes) noexcept {
-  auto node = live_.extract(p);  // owns the record until this returns
+  auto node = live_.extract(p);   // owns the record until this returns
   if (p->op && !p->op->done()) {  // an endpoint failure may have failed it already
     if (status == UCS_OK) {
       p->op->complete(bytes);

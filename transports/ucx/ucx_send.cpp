@@ -9,18 +9,16 @@
 
 namespace dcomm::transport::ucx {
 
-void UcxTransport::isend(int peer, uint64_t tag, const void* data, std::size_t bytes, const Device& device,
-                         OpPtr op) {
+void UcxTransport::isend(int peer, uint64_t tag, const void* data, std::size_t bytes, const Device& device, OpPtr op) {
   check_open("isend");
   ucp_ep_h ep = endpoints_->ep(peer);
   if (ep == nullptr || tag > kMaxTag || !device.is_host() || (data == nullptr && bytes > 0)) {
-    throw InvalidUsageError(fmt::format(
-        "ucx isend on {} to rank {} ({}, tag {:#x}, {}): {}", who(), peer, format_bytes(bytes), tag,
-        to_string(device),
-        ep == nullptr        ? "no ucx endpoint to that rank (not connected over ucx)"
-        : tag > kMaxTag      ? fmt::format("the tag exceeds {} bits", kTagBits)
-        : !device.is_host()  ? "the ucx transport moves host memory only"
-                             : "null buffer"));
+    throw InvalidUsageError(fmt::format("ucx isend on {} to rank {} ({}, tag {:#x}, {}): {}", who(), peer,
+                                        format_bytes(bytes), tag, to_string(device),
+                                        ep == nullptr       ? "no ucx endpoint to that rank (not connected over ucx)"
+                                        : tag > kMaxTag     ? fmt::format("the tag exceeds {} bits", kTagBits)
+                                        : !device.is_host() ? "the ucx transport moves host memory only"
+                                                            : "null buffer"));
   }
   if (const std::string& cause = endpoints_->cause(peer); !cause.empty()) {
     // The peer is known to be unreachable: fail fast with the first cause rather than queue on a dead endpoint.

@@ -19,15 +19,15 @@ constexpr Duration kCloseBudget = std::chrono::seconds(2);
 
 UcxTransport::UcxTransport(const TransportContext& ctx) : ctx_(ctx) {
   if (ctx.world_size > kMaxWorldSize) {
-    throw InvalidUsageError(fmt::format("ucx transport: a world of {} ranks does not fit the {} source bits of the "
-                                        "UCX tag (at most {} ranks)",
-                                        ctx.world_size, kSourceBits, kMaxWorldSize));
+    throw InvalidUsageError(
+        fmt::format("ucx transport: a world of {} ranks does not fit the {} source bits of the "
+                    "UCX tag (at most {} ranks)",
+                    ctx.world_size, kSourceBits, kMaxWorldSize));
   }
   worker_ = std::make_unique<UcxWorker>(who());
-  endpoints_ = std::make_unique<UcxEndpoints>(worker_->get(), ctx.self, ctx.world_size,
-                                              [this](int peer, const std::string& cause) {
-                                                requests_->fail_peer(peer, cause);
-                                              });
+  endpoints_ =
+      std::make_unique<UcxEndpoints>(worker_->get(), ctx.self, ctx.world_size,
+                                     [this](int peer, const std::string& cause) { requests_->fail_peer(peer, cause); });
   requests_ = std::make_unique<UcxRequests>([this](int peer) { return endpoints_->name(peer); });
 }
 
