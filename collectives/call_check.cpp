@@ -101,19 +101,10 @@ std::string to_string(const CallDescriptor& d) {
 }
 
 void check_calls_match(const Context& c, const CallDescriptor& mine) {
-  Summary s;
-  s.low = c.rank();
-  s.low_call = mine;
-  std::vector<uint8_t> state(sizeof s);
-  std::memcpy(state.data(), &s, sizeof s);
-  dissemination_merge(c, kCheckStepBase, state, [](std::vector<uint8_t>& m, const std::vector<uint8_t>& t) {
-    Summary a, b;
-    std::memcpy(&a, m.data(), sizeof a);
-    std::memcpy(&b, t.data(), sizeof b);
-    merge(a, b);
-    std::memcpy(m.data(), &a, sizeof a);
-  });
-  std::memcpy(&s, state.data(), sizeof s);
+  Summary first;
+  first.low = c.rank();
+  first.low_call = mine;
+  Summary s = agree(c, kCheckStepBase, first, [](Summary& m, const Summary& t) { merge(m, t); });
   if (s.bad < 0) return;
   throw InvalidUsageError(fmt::format(
       "{}: mismatched collective calls (call #{} of this group): rank {} called {} but rank {} called {} ({}); "

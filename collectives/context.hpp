@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,13 @@ class Scratch {
   Device device_{};
 };
 
+/// What an algorithm keeps on a group between calls (mapped shared memory, say). The engine owns it and drops it
+/// with the group; destructors must not throw.
+class AlgorithmState {
+ public:
+  virtual ~AlgorithmState() = default;
+};
+
 class Context {
  public:
   Context(const Args& args, const GroupView& view, const Deadline& deadline, uint64_t seq, std::string what,
@@ -50,6 +58,8 @@ class Context {
   char* work = nullptr;
   /// Elements in `work`.
   std::size_t work_count = 0;
+  /// This algorithm's state on this group (empty until it stores some); null when the caller keeps none.
+  std::unique_ptr<AlgorithmState>* state = nullptr;
 
   int rank() const { return view.rank; }
   int size() const { return view.size; }

@@ -5,7 +5,9 @@
 // with it.
 
 #include <cstdint>
+#include <cstring>
 #include <functional>
+#include <type_traits>
 #include <vector>
 
 #include "collectives/context.hpp"
@@ -16,5 +18,23 @@ using MergeFn = std::function<void(std::vector<uint8_t>& mine, const std::vector
 
 /// Uses steps [step_base, step_base + ⌈log₂P⌉). Every rank's state has the same size.
 void dissemination_merge(const Context& c, uint32_t step_base, std::vector<uint8_t>& state, const MergeFn& merge);
+
+/// dissemination_merge over a trivially copyable value: returns the merge of every rank's `mine`.
+template <typename T, typename Merge>
+T agree(const Context& c, uint32_t step_base, const T& mine, Merge merge) {
+  static_assert(std::is_trivially_copyable_v<T>, "agree() sends the value's bytes");
+  std::vector<uint8_t> state(sizeof(T));
+  std::memcpy(state.data(), &mine, sizeof(T));
+  dissemination_merge(c, step_base, state, [&](std::vector<uint8_t>& m, const std::vector<uint8_t>& t) {
+    T a, b;
+    std::memcpy(&a, m.data(), sizeof(T));
+    std::memcpy(&b, t.data(), sizeof(T));
+    merge(a, b);
+    std::memcpy(m.data(), &a, sizeof(T));
+  });
+  T out;
+  std::memcpy(&out, state.data(), sizeof(T));
+  return out;
+}
 
 }  // namespace dcomm::coll

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <dcomm/error.hpp>
+#include <map>
 
 #include "collectives/call_check.hpp"
 #include "collectives/context.hpp"
@@ -35,6 +36,7 @@ class EngineImpl final : public Engine {
     const Algorithm& algo = selector_.choose(args, view_, algorithm);
     std::string what = fmt::format("{}[{}] rank {}/{}", to_string(args.coll), algo.name, view_.rank, view_.size);
     Context ctx(args, view_, deadline, seq, std::move(what), chunk_bytes_);
+    ctx.state = &states_[&algo];  // runs are serialised per group, so no lock
     if (check_calls_ && view_.size > 1) check_calls_match(ctx, describe_call(args, algo));
     if (moves_nothing(args)) return;
     if (is_reducing(args.coll)) {
@@ -81,6 +83,7 @@ class EngineImpl final : public Engine {
   std::size_t chunk_bytes_;
   bool check_calls_;
   Selector selector_;
+  std::map<const Algorithm*, std::unique_ptr<AlgorithmState>> states_;
 };
 
 }  // namespace

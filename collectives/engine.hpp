@@ -15,6 +15,9 @@
 namespace dcomm::coll {
 
 /// One collective call, as the process group received it. Counts and displacements are in elements.
+/// `send.data == recv.data` means in place. broadcast uses `send` as its buffer; barrier uses no buffers.
+/// v-variants: scatterv reads send_counts/send_displs (on the root), gatherv recv_counts/recv_displs (on the
+/// root), all_to_all_v all four; empty displs mean blocks packed in rank order.
 struct Args {
   Collective coll = Collective::kAllReduce;
   Buffer send;

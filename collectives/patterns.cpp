@@ -128,6 +128,14 @@ std::vector<int> doubling_partners(int vrank, int p2) {
   return out;
 }
 
+std::vector<BruckStep> bruck_schedule(int rank, int size) {
+  std::vector<BruckStep> out;
+  for (int held = 1; held < size; held *= 2) {
+    out.push_back({mod(rank - held, size), (rank + held) % size, std::min(held, size - held), held});
+  }
+  return out;
+}
+
 namespace {
 
 // NCCL's in-order binary tree over ranks 0..n-1, rooted at 0 (which has a single child).

@@ -79,6 +79,16 @@ struct BinaryNode {
 /// its mirror (even size) or its shift by one (odd size), so a leaf of one tree is an inner node of the other.
 BinaryNode double_tree(int rank, int size, int which);
 
+/// Round k of Bruck's all-gather: send the first `blocks` blocks held to `to`, receive as many from `from`
+/// into place `blocks_held` (= 2^k) onwards. Rank r's buffer ends holding rank (r + i) mod P's block at place i.
+struct BruckStep {
+  int to = -1;
+  int from = -1;
+  int blocks = 0;
+  int blocks_held = 0;
+};
+std::vector<BruckStep> bruck_schedule(int rank, int size);
+
 /// Dissemination (barrier, call check): in round k rank r sends to r + 2^k and receives from r - 2^k.
 inline int dissemination_to(int rank, int size, int round) { return (rank + (1 << round)) % size; }
 inline int dissemination_from(int rank, int size, int round) { return mod(rank - (1 << round), size); }

@@ -53,6 +53,8 @@ const std::vector<Algorithm>& algorithm_table() {
        cost_all_gather_ring},
       {C::kAllGather, "recursive_doubling", "recursive doubling, non-powers of two folded", supports_any,
        run_all_gather_recursive_doubling, cost_all_gather_recursive_doubling},
+      {C::kAllGather, "bruck", "Bruck's log-round all-gather for any group size", supports_any, run_all_gather_bruck,
+       cost_all_gather_bruck},
       {C::kReduceScatter, "ring", "ring, pipelined; bandwidth-optimal", supports_any, run_reduce_scatter_ring,
        cost_reduce_scatter_ring},
       {C::kReduceScatter, "recursive_halving", "recursive halving, non-powers of two folded", supports_any,

@@ -1,5 +1,6 @@
-// Scratch memory on the call's device: malloc for host buffers, cudaMalloc for device buffers (with the CUDA
-// reductions built in).
+// Scratch memory on the call's device: malloc for host buffers, stream-ordered CUDA memory for device buffers
+// (with the CUDA reductions built in). Stream-ordered, because a plain cudaFree would wait for every stream of the
+// device, including a caller's stream parked behind a wait_stream() gate on this very collective.
 
 #include <fmt/format.h>
 
@@ -12,7 +13,7 @@
 #include "collectives/device_support.hpp"
 
 #if DCOMM_CUDA_REDUCE
-#include <cuda_runtime_api.h>
+#include "collectives/cuda/reduce_cuda.hpp"
 #endif
 
 namespace dcomm::coll {
@@ -23,7 +24,7 @@ void release(char* data, const Device& device) noexcept {
   if (data == nullptr) return;
 #if DCOMM_CUDA_REDUCE
   if (!device.is_host()) {
-    cudaFree(data);
+    free_cuda(data, nullptr);
     return;
   }
 #endif
@@ -37,13 +38,7 @@ Scratch::Scratch(std::size_t bytes, const Device& device) : device_(device) {
   if (bytes == 0) return;
   if (!device.is_host()) {
 #if DCOMM_CUDA_REDUCE
-    void* p = nullptr;
-    cudaError_t err = cudaMalloc(&p, bytes);
-    if (err != cudaSuccess) {
-      throw Error(ErrorCode::kCudaError, fmt::format("collectives: cudaMalloc of {} of scratch on {} failed: {}",
-                                                     format_bytes(bytes), to_string(device), cudaGetErrorName(err)));
-    }
-    data_ = static_cast<char*>(p);
+    data_ = static_cast<char*>(alloc_cuda(bytes, nullptr));  // throws a CudaError naming the size
     return;
 #else
     throw InvalidUsageError(fmt::format(

@@ -28,13 +28,13 @@ bool group_on_one_host(const GroupView& view) {
 }
 
 ShmWindows::ShmWindows(const Context& c, std::size_t bytes)
-    : c_(c), bytes_(bytes), rank_(c.rank()), segments_(static_cast<std::size_t>(c.size()), nullptr) {
+    : bytes_(bytes), rank_(c.rank()), segments_(static_cast<std::size_t>(c.size()), nullptr) {
   for (int q = 0; q < c.size(); ++q) {
     int world = world_rank_of(c.view, q);
     names_.push_back(
         fmt::format("/dcomm-coll-{}-w{}-c{}-s{}", c.view.mesh->peer(world).pid, world, c.view.context, c.seq));
   }
-  segments_[static_cast<std::size_t>(rank_)] = map(rank_, true);
+  segments_[static_cast<std::size_t>(rank_)] = map(c, rank_, true);
   linked_ = true;
 }
 
@@ -45,7 +45,7 @@ ShmWindows::~ShmWindows() {
   }
 }
 
-char* ShmWindows::map(int rank, bool create) {
+char* ShmWindows::map(const Context& c, int rank, bool create) {
   const std::string& name = names_[static_cast<std::size_t>(rank)];
   int fd = -1;
   if (create) {
@@ -54,12 +54,13 @@ char* ShmWindows::map(int rank, bool create) {
       ::shm_unlink(name.c_str());
       fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
     }
-    if (fd >= 0 && ::ftruncate(fd, static_cast<off_t>(bytes_)) != 0) {
-      int err = errno;
+    // posix_fallocate reserves the pages: a full /dev/shm fails here instead of raising SIGBUS on first touch.
+    int err = fd >= 0 ? ::posix_fallocate(fd, 0, static_cast<off_t>(bytes_)) : 0;
+    if (err != 0) {
       ::close(fd);
       ::shm_unlink(name.c_str());
-      throw SystemError(fmt::format("{}: ftruncate of shared-memory segment {} to {} (is /dev/shm full?)", c_.what,
-                                    name, format_bytes(bytes_)),
+      throw SystemError(fmt::format("{}: reserving {} for shared-memory segment {} (is /dev/shm full?)", c.what,
+                                    format_bytes(bytes_), name),
                         err);
     }
   } else {
@@ -67,7 +68,7 @@ char* ShmWindows::map(int rank, bool create) {
   }
   if (fd < 0) {
     throw SystemError(
-        fmt::format("{}: shm_open of {} ({} of rank {})", c_.what, name, create ? "own segment" : "segment", rank),
+        fmt::format("{}: shm_open of {} ({} of rank {})", c.what, name, create ? "own segment" : "segment", rank),
         errno);
   }
   // Populate the peers' page tables at once: one call instead of a page fault per 4 KiB.
@@ -77,14 +78,14 @@ char* ShmWindows::map(int rank, bool create) {
   ::close(fd);
   if (p == MAP_FAILED) {
     if (create) ::shm_unlink(name.c_str());
-    throw SystemError(fmt::format("{}: mmap of {} ({})", c_.what, name, format_bytes(bytes_)), err);
+    throw SystemError(fmt::format("{}: mmap of {} ({})", c.what, name, format_bytes(bytes_)), err);
   }
   return static_cast<char*>(p);
 }
 
-void ShmWindows::map_peers() {
-  for (int q = 0; q < c_.size(); ++q) {
-    if (q != rank_) segments_[static_cast<std::size_t>(q)] = map(q, false);
+void ShmWindows::map_peers(const Context& c) {
+  for (int q = 0; q < c.size(); ++q) {
+    if (q != rank_) segments_[static_cast<std::size_t>(q)] = map(c, q, false);
   }
 }
 

@@ -1,65 +1,122 @@
-// all_reduce[shm_direct]: one node, straight through shared memory, no messages for the data.
-//   1. Each rank creates a shared-memory segment of n bytes and copies its input into it.
-//   2. Barrier (dissemination over the mesh). Each rank maps every other rank's segment.
-//   3. Rank r reduces slice r (of P nearly equal slices) straight from every segment, in rank order, and writes
-//      the result into its output and back into slice r of its own segment.
-//   4. Barrier. Each rank copies slice q from rank q's segment, for every q != r, and unlinks its own segment
-//      (every rank has mapped it by now; the memory lives on until the last mapping goes).
+// all_reduce[shm_direct]: one node, straight through shared memory; messages only for two barriers.
+//   Setup (the first call, and any call larger than the windows so far; every rank sees the same sizes): each
+//   rank creates a shared-memory segment with two halves of the capacity, the ranks agree that all succeeded,
+//   map each other's segments and unlink the names. The windows stay mapped while the group lives.
+//   Per call, in the half (call parity) not used by the previous call:
+//   1. Each rank copies its input into its own window. Barrier (dissemination over the mesh).
+//   2. Rank r reduces slice r (of P nearly equal slices) straight from every rank's window, in rank order, into
+//      its output and back into slice r of its own window. Barrier.
+//   3. Each rank copies slice q from rank q's window, for every q != r.
+//   Alternating halves is what makes a third barrier unnecessary: a rank writes a half again only two calls
+//   later, after every rank has passed the first barrier of the call in between (so finished reading it).
 //   Each slice is reduced by one rank only, so every rank holds identical bits.
-// Cost: 2⌈log₂P⌉α + P·σ + (1 + 2(P-1)/P)·nγ + 2n·π, where σ is the setup of one segment mapping and π the cost
-// per byte of populating fresh pages: constants (kSegmentSetup, kPageCost), since the probe measures neither.
-// Only for groups whose ranks all share one host, on host memory.
+// Cost: 2⌈log₂P⌉α + (1 + 2(P-1)/P)·nγ (memory copies priced like reduction; no link β): the setup is paid once.
+// Only for groups on one host, host memory, and n <= 16 MiB (the windows take 2n per rank in /dev/shm). When a
+// rank cannot create its window (a small /dev/shm), every rank logs why and runs ring instead, from then on.
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <climits>
+#include <dcomm/error.hpp>
 
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/dissemination.hpp"
+#include "collectives/primitives.hpp"
 #include "collectives/shm_segments.hpp"
+#include "common/log.hpp"
 
 namespace dcomm::coll {
 
 namespace {
 
-constexpr double kSegmentSetup = 10e-6;  // shm_open + ftruncate + mmap + munmap, per segment
-constexpr double kPageCost = 0.1e-9;     // per byte: a page fault or PTE population per 4 KiB
+constexpr std::size_t kMaxBytes = std::size_t{16} << 20;
+constexpr std::size_t kMinCapacity = std::size_t{64} << 10;
+
+constexpr uint32_t kFallbackStep = 1000;  // above every step the shared-memory path uses
+
+struct Windows final : AlgorithmState {
+  std::unique_ptr<ShmWindows> win;
+  std::size_t capacity = 0;  // bytes per half
+  uint64_t calls = 0;
+  bool unavailable = false;  // a rank could not create its window: ring from now on
+};
 
 void barrier(const Context& c, uint32_t step) {
-  std::vector<uint8_t> token(1, 0);
-  dissemination_merge(c, step, token, [](std::vector<uint8_t>&, const std::vector<uint8_t>&) {});
+  agree(c, step, uint8_t{0}, [](uint8_t&, uint8_t) {});
+}
+
+// Collective: (re)creates the windows for at least `bytes` per half. Uses 2⌈log₂P⌉ steps from `step`. Returns
+// false on every rank when any rank could not create its window.
+bool grow(Context& c, Windows& w, std::size_t bytes, uint32_t step) {
+  w.win.reset();
+  std::size_t capacity = std::max({bytes, kMinCapacity, w.capacity * 2});
+  std::string why;
+  try {
+    w.win = std::make_unique<ShmWindows>(c, 2 * capacity);
+  } catch (const Error& e) {
+    why = e.what();
+  }
+  // Agree on the lowest rank that failed, so that every rank changes course alike.
+  int32_t failed =
+      agree(c, step, why.empty() ? INT32_MAX : c.rank(), [](int32_t& m, int32_t t) { m = std::min(m, t); });
+  if (failed != INT32_MAX) {
+    w.win.reset();
+    if (!why.empty()) DCOMM_WARN("{}; all_reduce falls back to ring on this group", why);
+    if (c.rank() == 0) DCOMM_WARN("{}: rank {} could not create its shared-memory window: using ring", c.what, failed);
+    return false;
+  }
+  w.win->map_peers(c);
+  barrier(c, step + static_cast<uint32_t>(pattern::ceil_log2(c.size())));
+  w.win->unlink_mine();
+  w.capacity = capacity;
+  w.calls = 0;
+  return true;
+}
+
+void ring_instead(Context& c) {
+  std::vector<pattern::Block> blocks = pattern::even_blocks(c.work_count, c.size());
+  ring_pass(c, c.work, blocks, 0, /*reduce=*/true, kFallbackStep);
+  ring_pass(c, c.work, blocks, 0, /*reduce=*/false, kFallbackStep + 1);
 }
 
 }  // namespace
 
 bool supports_all_reduce_shm_direct(const Args& args, const GroupView& view) {
-  return args.send.device.is_host() && group_on_one_host(view);
+  return args.send.device.is_host() && args.send.bytes() <= kMaxBytes && group_on_one_host(view);
 }
 
 void run_all_reduce_shm_direct(Context& c) {
   const int p = c.size();
   if (p == 1) return;
   const std::size_t n = c.work_count;
-  ShmWindows win(c, n * c.esize());
-  c.copy(win.mine(), c.work, n);
   const auto rounds = static_cast<uint32_t>(pattern::ceil_log2(p));
-  barrier(c, 0);
-  win.map_peers();
+  if (!*c.state) *c.state = std::make_unique<Windows>();
+  auto& w = static_cast<Windows&>(**c.state);
+  if (!w.unavailable && n * c.esize() > w.capacity) w.unavailable = !grow(c, w, n * c.esize(), 0);
+  if (w.unavailable) return ring_instead(c);
+  const std::size_t half = (w.calls++ % 2) * w.capacity;
+  auto window = [&](int q) { return w.win->of(q) + half; };
+
+  c.copy(window(c.rank()), c.work, n);
+  barrier(c, 2 * rounds);
   std::vector<pattern::Block> slices = pattern::even_blocks(n, p);
   const pattern::Block mine = slices[static_cast<std::size_t>(c.rank())];
   if (mine.count > 0) {
     char* out = c.at(c.work, mine.offset);
-    c.copy(out, c.at(win.of(0), mine.offset), mine.count);
-    for (int q = 1; q < p; ++q) c.reduce(out, c.at(win.of(q), mine.offset), mine.count);
-    c.copy(c.at(win.mine(), mine.offset), out, mine.count);
+    c.copy(out, c.at(window(0), mine.offset), mine.count);
+    for (int q = 1; q < p; ++q) c.reduce(out, c.at(window(q), mine.offset), mine.count);
+    c.copy(c.at(window(c.rank()), mine.offset), out, mine.count);
   }
-  barrier(c, rounds);
-  win.unlink_mine();
+  barrier(c, 3 * rounds);
   for (int q = 0; q < p; ++q) {
     const pattern::Block& s = slices[static_cast<std::size_t>(q)];
-    if (q != c.rank()) c.copy(c.at(c.work, s.offset), c.at(win.of(q), s.offset), s.count);
+    if (q != c.rank()) c.copy(c.at(c.work, s.offset), c.at(window(q), s.offset), s.count);
   }
 }
 
 double cost_all_reduce_shm_direct(const CostParams& p, double n, int size) {
-  return 2.0 * log2_rounds(size) * p.alpha + size * kSegmentSetup + (1.0 + 2.0 * fraction(size)) * n * p.gamma +
-         2.0 * n * kPageCost;
+  return 2.0 * log2_rounds(size) * p.alpha + (1.0 + 2.0 * fraction(size)) * n * p.gamma;
 }
 
 }  // namespace dcomm::coll

@@ -6,7 +6,9 @@
 
 #include <array>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <numbers>
 
 namespace examples {
 
@@ -38,7 +40,7 @@ class Rng {
   double normal() {
     const double u1 = 1.0 - uniform();  // (0, 1]: log stays finite
     const double u2 = uniform();
-    return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+    return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
   }
   /// Exponential with the given mean.
   double exponential(double mean) { return -mean * std::log(1.0 - uniform()); }

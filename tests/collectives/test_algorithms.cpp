@@ -1,8 +1,12 @@
 // Every algorithm of the table against the serial reference, threads as ranks over loopback. The chunk size is
 // 64 bytes so that small counts already cross chunk boundaries.
 
+#include <fmt/format.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <filesystem>
 
 #include "collectives/registry.hpp"
 #include "collectives/validate.hpp"
@@ -162,4 +166,54 @@ TEST_CASE("barrier holds every rank until all have arrived", "[collectives][algo
     auto failures = test::summarize(records);
     CHECK(failures.empty());
   }
+}
+
+TEST_CASE("shm_direct reuses its windows, grows them, and leaves nothing in /dev/shm", "[collectives][algorithms]") {
+  const Algorithm* algo = find_algorithm(Collective::kAllReduce, "shm_direct");
+  REQUIRE(algo != nullptr);
+  auto cases = [](const Algorithm&, int) {
+    CaseList out;
+    uint64_t salt = 1;
+    for (std::size_t count : {10u, 30000u, 100u, 70000u, 5u, 70000u, 3u}) {
+      Case c;
+      c.count = count;
+      c.salt = salt++;
+      out.push_back(c);
+    }
+    return out;
+  };
+  auto records = test::run_group(3, [&](const GroupView& view, test::RankRecord& rec) {
+    auto engine = Engine::create(view);
+    test::RankState s{*engine, view, rec};
+    for (const Case& c : cases(*algo, 3)) test::run_case(s, *algo, c);
+  });
+  auto failures = test::summarize(records);
+  INFO((failures.empty() ? "" : failures.front()));
+  CHECK(failures.empty());
+  int left = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm")) {
+    if (e.path().filename().string().rfind("dcomm-coll-" + std::to_string(::getpid()) + "-", 0) == 0) ++left;
+  }
+  CHECK(left == 0);
+}
+
+TEST_CASE("shm_direct falls back to ring on every rank when a window cannot be created", "[collectives][algorithms]") {
+  // A directory where rank 1's first segment would go makes its shm_open fail (and cannot be unlinked).
+  std::string blocker = fmt::format("/dev/shm/dcomm-coll-{}-w1-c1-s0", ::getpid());
+  REQUIRE(std::filesystem::create_directory(blocker));
+  const Algorithm* algo = find_algorithm(Collective::kAllReduce, "shm_direct");
+  auto records = test::run_group(3, [&](const GroupView& view, test::RankRecord& rec) {
+    auto engine = Engine::create(view);
+    test::RankState s{*engine, view, rec};
+    for (std::size_t count : {1000u, 10u, 50000u}) {
+      Case c;
+      c.count = count;
+      c.salt = count;
+      test::run_case(s, *algo, c);
+    }
+  });
+  std::filesystem::remove(blocker);
+  auto failures = test::summarize(records);
+  INFO((failures.empty() ? "" : failures.front()));
+  CHECK(failures.empty());
 }

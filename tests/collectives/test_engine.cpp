@@ -103,6 +103,16 @@ TEST_CASE("invalid calls raise before any I/O and leave the group usable", "[col
       rec.failures.push_back("bad root accepted");
     } catch (const InvalidUsageError&) {
     }
+    Args scatterv;  // binomial scatter has no v-variant: asking for it by name is the caller's mistake
+    scatterv.coll = Collective::kScatter;
+    scatterv.vector_variant = true;
+    scatterv.send_counts = {1, 1, 1};
+    scatterv.send = Buffer(x.data(), 3);
+    scatterv.recv = Buffer(x.data() + 3, 1);
+    std::string m = invalid_message([&] { engine->run(scatterv, "binomial", soon(), 0); });
+    if (m.find("does not handle this call") == std::string::npos) rec.failures.push_back("scatterv: " + m);
+    m = invalid_message([&] { engine->run(scatterv, "quantum", soon(), 0); });
+    if (m.find("valid names: binomial, linear") == std::string::npos) rec.failures.push_back("unknown: " + m);
     Args good;
     good.coll = Collective::kAllReduce;
     good.send = good.recv = Buffer(x);
@@ -160,6 +170,24 @@ TEST_CASE("mismatched calls raise on every rank, naming the rank and both values
   }
 }
 
+TEST_CASE("a mismatched root raises on every rank", "[collectives][engine]") {
+  auto records = test::run_group(3, [](const GroupView& view, test::RankRecord& rec) {
+    auto engine = Engine::create(view);
+    std::vector<int64_t> x(6, 7);
+    Args a;
+    a.coll = Collective::kBroadcast;
+    a.send = a.recv = Buffer(x);
+    a.root = view.rank == 1 ? 2 : 0;
+    std::string m = invalid_message([&] { engine->run(a, "binomial", soon(), 0); });
+    if (m.find("rank 1 called broadcast") == std::string::npos || m.find("(root 2 vs 0)") == std::string::npos) {
+      rec.failures.push_back(m);
+    }
+  });
+  auto failures = test::summarize(records);
+  INFO((failures.empty() ? "" : failures.front()));
+  CHECK(failures.empty());
+}
+
 TEST_CASE("DCOMM_ALGO parsing accepts both spellings and lists valid names", "[collectives][engine]") {
   auto m = parse_algorithm_spec("allreduce:ring, broadcast:binomial,all_gather:recursive_doubling");
   CHECK(m.at(Collective::kAllReduce) == "ring");
@@ -169,8 +197,9 @@ TEST_CASE("DCOMM_ALGO parsing accepts both spellings and lists valid names", "[c
   CHECK(parse_algorithm_spec("").empty());
   CHECK_THAT(invalid_message([] { parse_algorithm_spec("allreduce:nosuch"); }),
              Catch::Contains("unknown all_reduce algorithm 'nosuch'") && Catch::Contains("ring, tree, double_tree"));
-  CHECK(dcomm::algorithms(Collective::kAllReduce) ==
-        std::vector<std::string>{"ring", "tree", "double_tree", "butterfly", "rabenseifner", "one_to_all", "shm_direct"});
+  CHECK(dcomm::algorithms(Collective::kAllReduce) == std::vector<std::string>{"ring", "tree", "double_tree",
+                                                                              "butterfly", "rabenseifner", "one_to_all",
+                                                                              "shm_direct"});
   CHECK(dcomm::algorithms(Collective::kBarrier) == std::vector<std::string>{"dissemination"});
   CHECK_THAT(invalid_message([] { parse_algorithm_spec("allreduce"); }), Catch::Contains("<collective>:<algorithm>"));
   CHECK_THAT(invalid_message([] { parse_algorithm_spec("everything:ring"); }), Catch::Contains("reduce_scatter"));
@@ -288,26 +317,32 @@ TEST_CASE("report: probe time, fitted model and algorithm times over shm", "[.][
   for (int size : {2, 4, 8}) {
     std::vector<double> create_ms(static_cast<std::size_t>(size));
     std::vector<std::string> report(static_cast<std::size_t>(size));
-    test::run_group(size, [&](const GroupView& view, test::RankRecord&) {
-      auto t0 = Clock::now();
-      auto engine = Engine::create(view);
-      create_ms[static_cast<std::size_t>(view.rank)] =
-          std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-      std::string text = engine->explain(Collective::kAllReduce, 4 << 20);
-      std::vector<float> x(1 << 20, 1.0f);
-      uint64_t seq = 0;
-      for (const Algorithm* a : algorithms_for(Collective::kAllReduce)) {
-        Args args;
-        args.coll = Collective::kAllReduce;
-        args.send = args.recv = Buffer(x);
-        engine->run(args, a->name, soon(), seq++);
-        auto t1 = Clock::now();
-        for (int i = 0; i < 3; ++i) engine->run(args, a->name, soon(), seq++);
-        text += fmt::format("\n  measured {:<14} {:8.2f} ms", a->name,
-                            std::chrono::duration<double, std::milli>(Clock::now() - t1).count() / 3);
-      }
-      report[static_cast<std::size_t>(view.rank)] = text;
-    }, "shm");
+    test::run_group(
+        size,
+        [&](const GroupView& view, test::RankRecord&) {
+          auto t0 = Clock::now();
+          auto engine = Engine::create(view);
+          create_ms[static_cast<std::size_t>(view.rank)] =
+              std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+          std::string text = engine->explain(Collective::kAllReduce, 4 << 20);
+          std::vector<float> x(1 << 20, 1.0f);
+          uint64_t seq = 0;
+          for (const Algorithm* a : algorithms_for(Collective::kAllReduce)) {
+            Args args;
+            args.coll = Collective::kAllReduce;
+            args.send = args.recv = Buffer(x);
+            engine->run(args, a->name, soon(), seq++);
+            double best = 1e30;  // the fastest of 5: the least disturbed by other work on a shared machine
+            for (int i = 0; i < 5; ++i) {
+              auto t1 = Clock::now();
+              engine->run(args, a->name, soon(), seq++);
+              best = std::min(best, std::chrono::duration<double, std::milli>(Clock::now() - t1).count());
+            }
+            text += fmt::format("\n  measured {:<14} {:8.2f} ms", a->name, best);
+          }
+          report[static_cast<std::size_t>(view.rank)] = text;
+        },
+        "shm");
     double worst = *std::max_element(create_ms.begin(), create_ms.end());
     WARN("P=" << size << ": Engine::create (probe) " << worst << " ms\n" << report[0]);
   }

@@ -151,6 +151,32 @@ TEST_CASE("the double binary tree is two spanning trees with complementary leave
   }
 }
 
+TEST_CASE("Bruck rounds collect every block exactly once", "[collectives][patterns]") {
+  for (int size = 1; size <= 9; ++size) {
+    // Simulate: held[r] lists the ranks whose blocks rank r holds, in place order.
+    std::vector<std::vector<int>> held(static_cast<std::size_t>(size));
+    for (int r = 0; r < size; ++r) held[static_cast<std::size_t>(r)] = {r};
+    std::size_t rounds = bruck_schedule(0, size).size();
+    CHECK(static_cast<int>(rounds) == ceil_log2(size));
+    for (std::size_t k = 0; k < rounds; ++k) {
+      auto next = held;
+      for (int r = 0; r < size; ++r) {
+        BruckStep s = bruck_schedule(r, size)[k];
+        CHECK(bruck_schedule(s.to, size)[k].from == r);
+        CHECK(static_cast<int>(held[static_cast<std::size_t>(r)].size()) == s.blocks_held);
+        const auto& theirs = held[static_cast<std::size_t>(s.from)];
+        auto& mine = next[static_cast<std::size_t>(r)];
+        mine.insert(mine.end(), theirs.begin(), theirs.begin() + s.blocks);
+      }
+      held = next;
+    }
+    for (int r = 0; r < size; ++r) {
+      for (int i = 0; i < size; ++i)
+        CHECK(held[static_cast<std::size_t>(r)][static_cast<std::size_t>(i)] == (r + i) % size);
+    }
+  }
+}
+
 TEST_CASE("dissemination partners", "[collectives][patterns]") {
   CHECK(dissemination_to(3, 5, 1) == 0);
   CHECK(dissemination_from(0, 5, 2) == 1);

@@ -95,15 +95,18 @@ def case_kill_and_resume_3():
         common = ["--steps", "30", "--ckpt-every", "10", "--log-every", "10", "--optimizer", "adam", "--algo", "ring"]
         reference = launch(3, common + ["--ckpt-dir", os.path.join(work, "reference")])
         check_training(reference)
-        killed = launch(3, common + ["--ckpt-dir", os.path.join(work, "killed"), "--kill-at-step", "24"],
-                        ["--max-restarts", "1"])
-        check_training(killed)
-        check(any("killing myself at step 24" in line for line in rank_lines(killed.stdout, 2)), "rank 2 died", killed)
-        check("restarting the group" in killed.stderr, "dcomm-run restarted the group", killed)
-        check(any(re.match(r"resumed from .*step-0000000020\.ckpt at step 20", line)
-                  for line in rank_lines(killed.stdout, 0)), "the restart resumed from the step-20 snapshot", killed)
-        check(final_hash(killed) == final_hash(reference),
-              f"resumed run ends with hash {final_hash(killed)}, uninterrupted with {final_hash(reference)}", killed)
+        # The last rank, then rank 0 itself (the one that writes the snapshots and broadcasts them on resume).
+        for victim, step in [(2, 24), (0, 21)]:
+            killed = launch(3, common + ["--ckpt-dir", os.path.join(work, f"killed{victim}"), "--kill-at-step",
+                                         str(step), "--fault-rank", str(victim)], ["--max-restarts", "1"])
+            check_training(killed)
+            check(any(f"killing myself at step {step}" in line for line in rank_lines(killed.stdout, victim)),
+                  f"rank {victim} died", killed)
+            check("restarting the group" in killed.stderr, "dcomm-run restarted the group", killed)
+            check(any(re.match(r"resumed from .*step-0000000020\.ckpt at step 20", line)
+                      for line in rank_lines(killed.stdout, 0)), "the restart resumed from the step-20 snapshot", killed)
+            check(final_hash(killed) == final_hash(reference),
+                  f"resumed run ends with hash {final_hash(killed)}, uninterrupted with {final_hash(reference)}", killed)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

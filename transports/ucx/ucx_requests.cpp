@@ -2,11 +2,11 @@
 
 #include <fmt/format.h>
 
-#include <vector>
-
 #include <dcomm/error.hpp>
 
+#include "common/deadline.hpp"
 #include "common/log.hpp"
+#include "transports/ucx/ucx_worker.hpp"
 
 namespace dcomm::transport::ucx {
 
@@ -104,16 +104,6 @@ std::string UcxRequests::aborted_text(const Pending& p) const {
   return fmt::format("{} {} over ucx ({}, tag {:#x}) was aborted: the ucx transport was closed while it was in flight",
                      p.kind == Pending::Kind::kSend ? "send to" : "receive from", name_peer_(p.peer),
                      format_bytes(p.bytes), p.tag);
-}
-
-void UcxRequests::begin_close(UcxWorker& worker) noexcept {
-  closing_ = true;
-  // Cancelling completes a request through its callback, which erases it, so collect the handles first.
-  std::vector<void*> receives;
-  for (auto& [raw, p] : live_) {
-    if (p->kind != Pending::Kind::kSend && p->request != nullptr) receives.push_back(p->request);
-  }
-  for (void* r : receives) ucp_request_cancel(worker.get(), r);
 }
 
 void UcxRequests::abandon() noexcept {

@@ -12,9 +12,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "common/deadline.hpp"
 #include "transports/transport.hpp"
-#include "transports/ucx/ucx_worker.hpp"
 
 namespace dcomm::transport::ucx {
 
@@ -53,9 +51,9 @@ class UcxRequests {
   /// Fails `op` at once, without a UCX call (its peer is already known to be unreachable).
   void reject(Pending::Kind kind, int peer, uint64_t tag, std::size_t bytes, const OpPtr& op,
               const std::string& cause) const;
-  /// Close begins: from now on a request UCX fails fails its Op as aborted, not as a remote error, and receives
-  /// are cancelled (sends are cancelled by closing their endpoints with force).
-  void begin_close(UcxWorker& worker) noexcept;
+  /// Close begins: from now on a request UCX fails (the endpoints' forced close fails whatever is still queued on
+  /// them) fails its Op as aborted, not as a remote error.
+  void begin_close() noexcept { closing_ = true; }
   /// Fails every Op still pending as aborted. Called once the endpoints are closed. Never throws.
   void abandon() noexcept;
   std::size_t in_flight() const { return live_.size(); }

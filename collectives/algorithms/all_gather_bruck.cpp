@@ -1,0 +1,34 @@
+// all_gather[bruck]: Bruck's algorithm, ⌈log₂P⌉ rounds for any P.
+//   Rank r keeps its blocks in a scratch buffer rotated so that place i holds rank (r + i) mod P's block, its own
+//   first. In round k it sends its first min(2^k, P - 2^k) blocks to rank r - 2^k and appends as many from rank
+//   r + 2^k; after the last round it copies place i to block (r + i) mod P of `recv`.
+// Cost: ⌈log₂P⌉α + (P-1)/P·nβ, plus a local copy of n.
+
+#include "collectives/algorithms/algorithms.hpp"
+#include "collectives/primitives.hpp"
+
+namespace dcomm::coll {
+
+void run_all_gather_bruck(Context& c) {
+  const Args& a = c.args;
+  const int p = c.size();
+  const std::size_t n = a.send.count;
+  Scratch held = c.scratch(static_cast<std::size_t>(p) * n);
+  c.copy(held.data(), a.send.data, n);
+  uint32_t step = 0;
+  for (const pattern::BruckStep& s : pattern::bruck_schedule(c.rank(), p)) {
+    auto count = static_cast<std::size_t>(s.blocks) * n;
+    c.sendrecv(s.to, held.data(), count * c.esize(), s.from,
+               c.at(held.data(), static_cast<std::size_t>(s.blocks_held) * n), count * c.esize(), step++);
+  }
+  for (int i = 0; i < p; ++i) {
+    c.copy(c.at(a.recv.data, static_cast<std::size_t>((c.rank() + i) % p) * n),
+           c.at(held.data(), static_cast<std::size_t>(i) * n), n);
+  }
+}
+
+double cost_all_gather_bruck(const CostParams& p, double n, int size) {
+  return log2_rounds(size) * p.alpha + fraction(size) * n * p.beta + n * p.gamma;
+}
+
+}  // namespace dcomm::coll
