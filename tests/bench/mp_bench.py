@@ -71,6 +71,7 @@ def case_check2():
         require(all(r["wrong"] == 0 for r in doc["results"]), "a row has wrong elements")
         algos = {r["algorithm"] for r in doc["results"] if r["collective"] == "all_reduce"}
         require(len(algos) >= 2, f"--algo all ran only {algos}")
+        require(all(r["chosen_algorithm"] is None for r in doc["results"]), "--algo all names every algorithm")
         rows = list(csv.DictReader(open(cpath)))
         require(len(rows) == len(doc["results"]), "CSV and JSON row counts differ")
 
@@ -119,6 +120,8 @@ def case_vs_mpi():
         libs = {r["library"] for r in doc["results"]}
         require(libs == {"dcomm", "mpi"}, f"libraries {libs}")
         dcomm_rows = [r for r in doc["results"] if r["library"] == "dcomm"]
+        require(all(r["algorithm"] == "auto" and isinstance(r["chosen_algorithm"], str) for r in dcomm_rows),
+                "auto rows name the cost model's choice")
         require(all(isinstance(r["vs_mpi"], float) for r in dcomm_rows), "every dcomm row needs a ratio")
 
 

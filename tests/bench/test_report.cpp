@@ -115,6 +115,7 @@ TEST_CASE("JSON has the documented keys and types", "[bench][report]") {
   for (const char* k : {"algbw_gbps", "busbw_gbps", "slowest_excess", "vs_mpi"}) CHECK(r[k].is_number());
   CHECK(r["inplace"].is_boolean());
   CHECK(r["skipped"].is_null());
+  CHECK(r["chosen_algorithm"].is_null());
   REQUIRE(r["ranks"].size() == 2);
   for (const char* k : {"rank", "wrong"}) CHECK(r["ranks"][1][k].is_number_integer());
   for (const char* k : {"mean_us", "min_us", "max_us"}) CHECK(r["ranks"][1][k].is_number());
@@ -143,6 +144,10 @@ TEST_CASE("table lines and footer", "[bench][report]") {
   const std::string line = table_line(d, true);
   CHECK(line.find("4096") != std::string::npos);
   CHECK(line.find("ring") != std::string::npos);
+  Row a = d;
+  a.algo = "auto";
+  a.chosen = "tree";
+  CHECK(table_line(a, false).find("auto:tree") != std::string::npos);
   CHECK(line.find("r1+100%") != std::string::npos);
   CHECK(line.find("1.25") != std::string::npos);
   CHECK(table_header(true).find("dcomm/") != std::string::npos);

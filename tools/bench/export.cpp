@@ -87,6 +87,7 @@ json row_json(const Row& r) {
   json j = {{"library", r.library},
             {"collective", to_string(r.coll)},
             {"algorithm", r.algo},
+            {"chosen_algorithm", r.chosen.empty() ? json(nullptr) : json(r.chosen)},
             {"dtype", to_string(r.dtype)},
             {"op", r.op.empty() ? json(nullptr) : json(r.op)},
             {"bytes", r.bytes},

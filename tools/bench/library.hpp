@@ -20,6 +20,11 @@ class Library {
   virtual void barrier(const Case& c) = 0;
   /// One call of the case's collective, complete on return; throws on failure or timeout.
   virtual void run_once(const Case& c, const Workspace& ws) = 0;
+  /// The algorithm the library picks for a case that names none ("" when it cannot say).
+  virtual std::string chosen(const Case& c) const {
+    (void)c;
+    return "";
+  }
 };
 
 /// What one rank measured for one case.

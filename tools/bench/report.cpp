@@ -19,8 +19,9 @@ std::string table_header(bool vs_mpi) {
 }
 
 std::string table_line(const Row& r, bool vs_mpi) {
+  const std::string algo = r.chosen.empty() ? r.algo : r.algo + ":" + r.chosen;  // "auto:ring"
   std::string line = fmt::format("{:>12} {:>12} {:>9} {:>10} {:>6} {:<18}", r.bytes, r.count, to_string(r.dtype),
-                                 r.op.empty() ? "-" : r.op, r.library, r.algo);
+                                 r.op.empty() ? "-" : r.op, r.library, algo);
   if (!r.skipped.empty()) return line + "  skipped: " + r.skipped;
   line += fmt::format(" {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>8.3f} {:>8.3f} {:>7} {:>9}", r.time_us.mean,
                       r.time_us.min, r.time_us.max, r.time_us.p50, r.time_us.p99, r.algbw_gbps, r.busbw_gbps, r.wrong,

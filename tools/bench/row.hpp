@@ -25,6 +25,7 @@ struct Row {
   DType dtype = DType::kFloat32;
   std::string op;       ///< "" for collectives that do not reduce
   std::string algo;     ///< the algorithm asked for; "auto" when the group chose
+  std::string chosen;   ///< with "auto": what the group's cost model picked, per explain() ("" if unknown)
   std::size_t bytes = 0, count = 0;
   bool inplace = false;
   int world = 1;

@@ -14,6 +14,17 @@ class DcommLibrary : public Library {
   std::string name() const override { return "dcomm"; }
   std::string unsupported(const Case&) const override { return ""; }
 
+  // explain() ends with "choice: NAME (...)"; anything else leaves the row's algorithm as "auto".
+  std::string chosen(const Case& c) const override {
+    Collective dc{};
+    if (!c.algo.empty() || !to_collective(c.coll, &dc)) return "";
+    const std::string text = pg_->explain(dc, c.layout.bytes);
+    const auto at = text.rfind("choice: ");
+    if (at == std::string::npos) return "";
+    const auto start = at + 8;
+    return text.substr(start, text.find_first_of(" \n", start) - start);
+  }
+
   void barrier(const Case& c) override {
     CollectiveOptions o;  // the group's own barrier algorithm, not the one under test
     o.timeout = c.timeout;

@@ -121,7 +121,14 @@ Row Sweep::run_case(Library& lib, const Case& c) {
   } catch (const std::exception& e) {
     fail(lib, c, seq, e);
   }
-  return c.rank == 0 ? make_row(c, lib.name(), all) : Row{};
+  if (c.rank != 0) return Row{};
+  Row row = make_row(c, lib.name(), all);
+  try {
+    row.chosen = lib.chosen(c);
+  } catch (const std::exception&) {
+    // Only a label: a group that cannot explain itself leaves it "auto".
+  }
+  return row;
 }
 
 std::vector<Row> Sweep::run(const std::vector<Group>& plan, std::ostream& out) {
