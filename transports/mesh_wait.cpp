@@ -44,6 +44,10 @@ void MeshImpl::wait(Request& r, const Deadline& deadline, std::string_view what)
   throw_if_poisoned();
   Backoff backoff;
   auto next_liveness = Clock::now() + options_.liveness_interval;
+  // The clock is read (for the deadline and the liveness check) once every kClockEvery polls: a poll that finds
+  // nothing costs ~100 ns, and two clock reads per poll were a tenth of a small message's latency.
+  constexpr unsigned kClockEvery = 32;
+  unsigned polls = 0;
   for (;;) {
     if (r.cancelled) return;
     if (r.op->done()) break;
@@ -54,7 +58,7 @@ void MeshImpl::wait(Request& r, const Deadline& deadline, std::string_view what)
       std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
       if (lock.owns_lock()) {
         moved = progress_locked();
-        if (!r.op->done() && Clock::now() >= next_liveness) {
+        if (!r.op->done() && polls % kClockEvery == 0 && Clock::now() >= next_liveness) {
           dead = peer_failure_locked(r);
           next_liveness = Clock::now() + options_.liveness_interval;
         }
@@ -66,7 +70,7 @@ void MeshImpl::wait(Request& r, const Deadline& deadline, std::string_view what)
                            fmt::format("{}: {} failed after {}: {}; check that rank's log", what, describe(r),
                                        format_duration(deadline.elapsed()), dead)));
     }
-    if (deadline.expired()) {
+    if (++polls % kClockEvery == 0 && deadline.expired()) {
       std::string peer_hint = r.peer == kAnySource
                                   ? std::string("no rank sent a matching message")
                                   : fmt::format("rank {} (pid {} on {}) may be stuck, may not have posted the matching "
