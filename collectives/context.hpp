@@ -31,6 +31,7 @@ class Scratch {
 
  private:
   char* data_ = nullptr;
+  std::size_t bytes_ = 0;
   Device device_{};
 };
 

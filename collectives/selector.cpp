@@ -91,29 +91,31 @@ std::string Selector::forced(Collective c, std::string* origin) const {
 }
 
 const Algorithm& Selector::choose(const Args& args, const GroupView& view, const std::string& requested) const {
-  std::string where = fmt::format("{} rank {}/{}", to_string(args.coll), view.rank, view.size);
+  // Formatted only when needed: choose() runs on every call, and a string per call shows in small-message latency.
+  auto where = [&] { return fmt::format("{} rank {}/{}", to_string(args.coll), view.rank, view.size); };
   if (!requested.empty()) {
-    const Algorithm& a = algorithm_or_throw(args.coll, requested, where);
+    const Algorithm* found = find_algorithm(args.coll, requested);
+    const Algorithm& a = found != nullptr ? *found : algorithm_or_throw(args.coll, requested, where());
     if (!a.supports(args, view)) {
-      throw InvalidUsageError(
-          fmt::format("{}: algorithm '{}' does not handle this call ({}); leave the algorithm "
-                      "empty to let dcomm choose",
-                      where, requested, args.vector_variant ? "a v-variant" : "this group size"));
+      throw InvalidUsageError(fmt::format(
+          "{}: algorithm '{}' does not handle this call ({}); leave the algorithm empty to let dcomm choose", where(),
+          requested, args.vector_variant ? "a v-variant" : "its limits on size, group or memory exclude it"));
     }
     return a;
   }
   std::string origin;
   std::string name = forced(args.coll, &origin);
   if (!name.empty()) {
-    const Algorithm& a = algorithm_or_throw(args.coll, name, where);
+    const Algorithm* found = find_algorithm(args.coll, name);
+    const Algorithm& a = found != nullptr ? *found : algorithm_or_throw(args.coll, name, where());
     if (a.supports(args, view)) return a;
     // A group-wide preference that cannot run this particular call (a v-variant) falls back to the model.
-    DCOMM_DEBUG("{}: {} algorithm '{}' does not handle this call; using the cost model", where, origin, name);
+    DCOMM_DEBUG("{}: {} algorithm '{}' does not handle this call; using the cost model", where(), origin, name);
   }
   const Algorithm* best = cheapest(args, view, params_);
   if (best == nullptr) {
     throw Error(ErrorCode::kInternal,
-                fmt::format("{}: no algorithm handles this call - a bug, please report it", where));
+                fmt::format("{}: no algorithm handles this call - a bug, please report it", where()));
   }
   return *best;
 }
