@@ -34,7 +34,9 @@ class EngineImpl final : public Engine {
   void run(const Args& args, const std::string& algorithm, const Deadline& deadline, uint64_t seq) override {
     validate_call(args, view_);
     const Algorithm& algo = selector_.choose(args, view_, algorithm);
-    std::string what = fmt::format("{}[{}] rank {}/{}", to_string(args.coll), algo.name, view_.rank, view_.size);
+    // Built by concatenation, not fmt: this runs on every call.
+    std::string what = std::string(to_string(args.coll)) + '[' + algo.name + "] rank " + std::to_string(view_.rank) +
+                       '/' + std::to_string(view_.size);
     Context ctx(args, view_, deadline, seq, std::move(what), chunk_bytes_);
     ctx.state = &states_[&algo];  // runs are serialised per group, so no lock
     if (check_calls_ && view_.size > 1) check_calls_match(ctx, describe_call(args, algo));

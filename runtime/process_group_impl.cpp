@@ -12,6 +12,8 @@ namespace dcomm::runtime {
 ProcessGroupImpl::ProcessGroupImpl(std::shared_ptr<World> world, coll::GroupView view, std::shared_ptr<Store> store)
     : world_(std::move(world)),
       view_(std::move(view)),
+      label_(view_.context == 0 ? fmt::format("rank {}/{}", view_.rank, view_.size)
+                                : fmt::format("rank {}/{} of group {}", view_.rank, view_.size, view_.context)),
       store_(std::move(store)),
       // A device-side wait outlives the collective's own timeout by a margin, so it gives up only when the
       // collective is certainly over.
@@ -23,10 +25,6 @@ ProcessGroupImpl::ProcessGroupImpl(std::shared_ptr<World> world, coll::GroupView
 
 ProcessGroupImpl::~ProcessGroupImpl() = default;
 
-std::string ProcessGroupImpl::label() const {
-  if (view_.context == 0) return fmt::format("rank {}/{}", view_.rank, view_.size);
-  return fmt::format("rank {}/{} of group {}", view_.rank, view_.size, view_.context);
-}
 
 void ProcessGroupImpl::check_usable(const char* op) const {
   if (auto cause = world_->mesh->poisoned()) {
@@ -81,8 +79,10 @@ WorkPtr ProcessGroupImpl::post_p2p(bool is_send, const Buffer& buf, int peer, in
   b.device = call_device(op, {{op, &buf}});
   check_usable(op);
   Duration timeout = opts.timeout == kDefaultTimeout ? world_->timeout : opts.timeout;
-  std::string who = peer == kAnySource ? std::string("any rank") : fmt::format("rank {}", peer);
-  std::string what = fmt::format("{} {} {} (tag {}) {}", op, is_send ? "to" : "from", who, tag, label());
+  // Concatenated rather than formatted: this runs on every message.
+  std::string what = std::string(is_send ? "send to " : "recv from ") +
+                     (peer == kAnySource ? std::string("any rank") : "rank " + std::to_string(peer)) + " (tag " +
+                     std::to_string(tag) + ") " + label_;
   uint64_t wire_tag = transport::p2p_tag(view_.context, static_cast<uint64_t>(tag));
   int world_peer = peer == kAnySource ? kAnySource : view_.world_ranks[static_cast<std::size_t>(peer)];
   auto request = is_send ? world_->mesh->isend(world_peer, wire_tag, b.data, b.bytes(), b.device)
@@ -103,7 +103,8 @@ WorkPtr ProcessGroupImpl::submit(coll::Args args, const CollectiveOptions& opts)
   check_usable(name);
   uint64_t seq = seq_.fetch_add(1);
   Duration timeout = opts.timeout == kDefaultTimeout ? world_->timeout : opts.timeout;
-  auto work = std::make_shared<CollectiveWork>(fmt::format("{} {} (call {})", name, label(), seq), world_->timeout);
+  auto work = std::make_shared<CollectiveWork>(std::string(name) + ' ' + label_ + " (call " + std::to_string(seq) + ')',
+                                               world_->timeout);
   std::string algorithm = opts.algorithm;
   coll::Engine* engine = engine_.get();
   Executor::Task task;

@@ -80,12 +80,13 @@ class ProcessGroupImpl : public ProcessGroup, public std::enable_shared_from_thi
   WorkPtr post_p2p(bool is_send, const Buffer& buf, int peer, int tag, const P2POptions& opts);
   /// Builds the subgroup whose members (world ranks, in group-rank order) include this rank.
   std::shared_ptr<ProcessGroup> make_subgroup(const std::vector<int>& world_members, const std::string& round_key);
-  std::string label() const;
+  const std::string& label() const { return label_; }
   void check_peer(const char* op, int peer, bool allow_any) const;
   void check_usable(const char* op) const;
 
   std::shared_ptr<World> world_;
   coll::GroupView view_;
+  std::string label_;  // "rank 2/4" or "rank 1/2 of group 3", for error messages
   std::shared_ptr<Store> store_;
   std::unique_ptr<coll::Engine> engine_;
   std::vector<int> world_to_group_;  // -1 for world ranks outside the group
