@@ -1,7 +1,5 @@
 // init(): rendezvous (identity and store), then the world's mesh, then the world group.
 
-#include <unistd.h>
-
 #include <numeric>
 
 #include <dcomm/dcomm.hpp>
@@ -9,6 +7,7 @@
 #include "common/log.hpp"
 #include "rendezvous/bootstrap.hpp"
 #include "runtime/process_group_impl.hpp"
+#include "transports/peer_table.hpp"
 
 namespace dcomm {
 
@@ -19,15 +18,7 @@ std::shared_ptr<ProcessGroup> init(const InitOptions& options) {
   DCOMM_INFO("joined as rank {}/{} (local {}/{}, node {}/{}, from {})", id.rank, id.world_size, id.local_rank,
              id.local_world_size, id.node_rank, id.node_count, id.source);
 
-  transport::PeerInfo self;
-  self.rank = id.rank;
-  self.local_rank = id.local_rank;
-  self.node_rank = id.node_rank;
-  self.host_id = id.host_id;
-  char host[256] = {};
-  ::gethostname(host, sizeof(host) - 1);
-  self.hostname = host;
-  self.pid = static_cast<int>(::getpid());
+  transport::PeerInfo self = transport::local_peer_info(id.rank, id.local_rank, id.node_rank, id.host_id);
 
   transport::MeshOptions mesh_options;
   mesh_options.timeout = boot.timeout;

@@ -15,6 +15,7 @@
 #include "collectives/validate.hpp"
 #include "rendezvous/bootstrap.hpp"
 #include "tests/collectives/cases.hpp"
+#include "transports/peer_table.hpp"
 
 using namespace dcomm;
 using namespace dcomm::coll;
@@ -53,7 +54,7 @@ int main() {
   try {
     rdzv::Bootstrap boot = rdzv::bootstrap({});
     const Identity& id = boot.identity;
-    transport::PeerInfo self{id.rank, id.local_rank, id.node_rank, id.host_id, "localhost", static_cast<int>(getpid())};
+    transport::PeerInfo self = transport::local_peer_info(id.rank, id.local_rank, id.node_rank, id.host_id);
     transport::MeshOptions mopts;
     mopts.timeout = boot.timeout;
     GroupView view;
