@@ -17,7 +17,8 @@ namespace dcomm {
 
 Deadline Deadline::after(Duration timeout) {
   if (timeout == kNoTimeout) return never();
-  return Deadline(Clock::now() + timeout, timeout);
+  Clock::time_point now = Clock::now();  // one clock read: this runs on every operation
+  return Deadline(now, now + timeout, timeout);
 }
 
 Duration Deadline::elapsed() const { return std::chrono::duration_cast<Duration>(Clock::now() - start_); }

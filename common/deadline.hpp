@@ -15,7 +15,7 @@ class Deadline {
  public:
   /// A deadline `timeout` from now; kNoTimeout never expires.
   static Deadline after(Duration timeout);
-  static Deadline never() { return Deadline(Clock::time_point::max(), kNoTimeout); }
+  static Deadline never() { return Deadline(Clock::now(), Clock::time_point::max(), kNoTimeout); }
 
   bool expired() const { return at_ != Clock::time_point::max() && Clock::now() >= at_; }
   Duration timeout() const { return timeout_; }
@@ -24,7 +24,8 @@ class Deadline {
   Clock::time_point at() const { return at_; }
 
  private:
-  Deadline(Clock::time_point at, Duration timeout) : at_(at), timeout_(timeout), start_(Clock::now()) {}
+  Deadline(Clock::time_point start, Clock::time_point at, Duration timeout)
+      : at_(at), timeout_(timeout), start_(start) {}
   Clock::time_point at_;
   Duration timeout_;
   Clock::time_point start_;

@@ -43,7 +43,8 @@ void MeshImpl::fail_wait(std::exception_ptr cause) {
 void MeshImpl::wait(Request& r, const Deadline& deadline, std::string_view what) {
   throw_if_poisoned();
   Backoff backoff;
-  auto next_liveness = Clock::now() + options_.liveness_interval;
+  // Set at the first clock reading: most waits end within a few polls and never read the clock at all.
+  Clock::time_point next_liveness{};
   // The clock is read (for the deadline and the liveness check) once every kClockEvery polls: a poll that finds
   // nothing costs ~100 ns, and two clock reads per poll were a tenth of a small message's latency.
   constexpr unsigned kClockEvery = 32;
@@ -58,9 +59,14 @@ void MeshImpl::wait(Request& r, const Deadline& deadline, std::string_view what)
       std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
       if (lock.owns_lock()) {
         moved = progress_locked();
-        if (!r.op->done() && polls % kClockEvery == 0 && Clock::now() >= next_liveness) {
-          dead = peer_failure_locked(r);
-          next_liveness = Clock::now() + options_.liveness_interval;
+        if (!r.op->done() && polls > 0 && polls % kClockEvery == 0) {
+          auto now = Clock::now();
+          if (next_liveness == Clock::time_point{}) {
+            next_liveness = now + options_.liveness_interval;
+          } else if (now >= next_liveness) {
+            dead = peer_failure_locked(r);
+            next_liveness = now + options_.liveness_interval;
+          }
         }
       }
     }
