@@ -96,6 +96,9 @@ CommandLine parse_command_line(int argc, char** argv) {
   auto* standalone = app.add_flag("--standalone", o.standalone, "one node, a store on 127.0.0.1 at a free port");
   app.add_option("--max-restarts,--max_restarts", o.max_restarts, "restart the group this many times on failure");
   app.add_option("--grace-period", grace_s, "seconds between SIGTERM and SIGKILL when stopping ranks (default 5)");
+  double window_s = std::chrono::duration<double>(o.failure_window).count();
+  app.add_option("--failure-window", window_s,
+                 "seconds the other ranks get to report a failed rank and exit before SIGTERM (default 3)");
   app.add_option("--rdzv-timeout", rdzv_timeout_s, "seconds to wait for every node to join (default 300)");
   app.add_option("--host-id", o.host_id, "exported as DCOMM_HOST_ID: ranks with equal ids share a node");
   app.add_flag("--no-prefix", no_prefix, "do not prefix output lines with [rank R]: ");
@@ -122,6 +125,7 @@ CommandLine parse_command_line(int argc, char** argv) {
   }
   o.prefix_output = !no_prefix;
   o.grace_period = seconds_option("--grace-period", grace_s, true);
+  o.failure_window = seconds_option("--failure-window", window_s, true);
   o.rdzv_timeout = seconds_option("--rdzv-timeout", rdzv_timeout_s, false);
   if (!endpoint.empty()) {
     parse_endpoint(endpoint, &o.master_addr, &o.master_port);

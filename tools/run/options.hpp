@@ -24,6 +24,9 @@ struct LaunchOptions {
   bool standalone = false;
   int max_restarts = 0;
   Duration grace_period = std::chrono::seconds(5);
+  /// After a rank fails, how long the others get to notice (their errors name the failed peer) and exit on their
+  /// own before they are sent SIGTERM. 0: SIGTERM at once, as torchrun does.
+  Duration failure_window = std::chrono::seconds(3);
   Duration rdzv_timeout = std::chrono::seconds(300);
   std::string host_id;
   bool prefix_output = true;

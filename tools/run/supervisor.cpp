@@ -20,6 +20,7 @@ struct Supervisor::State {
   bool killed = false;
   bool reported_success = false;
   Clock::time_point kill_at{};
+  Clock::time_point term_at = Clock::time_point::max();  // a failure was seen: SIGTERM the rest at this time
   Clock::time_point next_link_poll{};
   Clock::time_point drain_until = Clock::time_point::max();
   State(const LaunchOptions& o, const std::string& host) : group(o, host) {}
@@ -30,6 +31,14 @@ void Supervisor::begin_stop(State& s, int sig) {
   if (s.stopping) return;
   s.stopping = true;
   s.kill_at = Clock::now() + options_.grace_period;
+}
+
+// A failed rank's peers usually notice within a fraction of a second and exit with an error that names it; they
+// get options_.failure_window to do so (and to print that error) before the rest are stopped.
+void Supervisor::schedule_stop(State& s) {
+  if (s.stopping) return;
+  s.term_at = std::min(s.term_at, Clock::now() + options_.failure_window);
+  if (options_.failure_window <= Duration(0)) begin_stop(s, SIGTERM);
 }
 
 void Supervisor::record_failure(State& s, const RankExit& e) {
@@ -82,7 +91,7 @@ void Supervisor::handle_exits(State& s) {
       s.result.stopped.push_back(r.exit);
     } else if (r.exit.failed()) {
       record_failure(s, r.exit);
-      begin_stop(s, SIGTERM);
+      schedule_stop(s);
     }
   }
   if (!s.group.any_running() && s.drain_until == Clock::time_point::max()) {
@@ -95,9 +104,9 @@ void Supervisor::poll_link(State& s) {
   s.next_link_poll = Clock::now() + kLinkPollInterval;
   try {
     if (!s.stopping) {
-      if (auto remote = link_->first_failure(s.round)) {
+      if (auto remote = link_->first_failure(s.round); remote && s.result.failures.empty()) {
         record_failure(s, *remote);
-        begin_stop(s, SIGTERM);
+        schedule_stop(s);
       }
     }
   } catch (const Error& err) {
@@ -116,6 +125,7 @@ RoundResult Supervisor::run_round(const RoundInfo& round) {
     handle_signals(s);
     handle_exits(s);
     poll_link(s);
+    if (!s.stopping && Clock::now() >= s.term_at) begin_stop(s, SIGTERM);
     // After the grace period, SIGKILL also reaches grandchildren that outlived their rank and hold its pipes.
     const bool anything_left = s.group.any_running() || s.group.any_output_open();
     if (s.stopping && !s.killed && anything_left && Clock::now() >= s.kill_at) {
@@ -148,6 +158,7 @@ RoundResult Supervisor::run_round(const RoundInfo& round) {
       wait = std::min(wait, std::chrono::duration_cast<Duration>(t - Clock::now()) + Duration(1));
     };
     if (s.stopping && !s.killed) until(s.kill_at);
+    if (!s.stopping && s.term_at != Clock::time_point::max()) until(s.term_at);
     if (!s.group.any_running()) until(s.drain_until);
     ::poll(fds.data(), fds.size(), static_cast<int>(std::max(wait, Duration(0)).count()));
     // One read per pipe per pass, so a chatty rank cannot starve the others.

@@ -44,6 +44,7 @@ class Supervisor {
   void handle_exits(State& s);
   void poll_link(State& s);
   void begin_stop(State& s, int sig);
+  void schedule_stop(State& s);
   void record_failure(State& s, const RankExit& e);
 
   const LaunchOptions& options_;

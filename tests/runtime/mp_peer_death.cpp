@@ -1,0 +1,26 @@
+// A rank dies (SIGKILL) in the middle of a stream of all_reduce calls. Every survivor must fail within a few
+// seconds with an error naming the dead rank, print it, and exit 3; dcomm-run must give them the time to.
+//   dcomm-run --nproc-per-node 3 -- mp_peer_death [transport note]
+
+#include <csignal>
+#include <cstdio>
+#include <vector>
+
+#include <dcomm/dcomm.hpp>
+
+int main() {
+  auto pg = dcomm::init();
+  std::vector<float> x(1 << 16);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(pg->rank() + 1) + static_cast<float>(i % 7);
+  try {
+    for (int i = 0; i < 1000000; ++i) {
+      if (i == 20 && pg->rank() == 1) std::raise(SIGKILL);
+      pg->all_reduce(dcomm::Buffer(x), dcomm::ReduceOp::kMax);
+    }
+  } catch (const dcomm::Error& e) {
+    std::fprintf(stderr, "survivor rank %d: %s: %s\n", pg->rank(), dcomm::to_string(e.code()), e.what());
+    return 3;
+  }
+  std::fprintf(stderr, "rank %d finished a million calls without noticing the dead peer\n", pg->rank());
+  return 0;
+}
