@@ -4,8 +4,20 @@
 #include <fmt/format.h>
 
 #include "transports/mesh_impl.hpp"
+#include "transports/tags.hpp"
 
 namespace dcomm::transport {
+namespace {
+
+// The wire tag as a person reads it (transports/tags.hpp): "tag 5", "call 42 step 1 of group 3".
+std::string describe_tag(uint64_t tag) {
+  const uint64_t context = tag >> 32;
+  std::string group = context == 0 ? std::string() : fmt::format(" of group {}", context);
+  if (((tag >> 31) & 1) == 0) return fmt::format("tag {}{}", tag & kMaxUserTag, group);
+  return fmt::format("collective call {} step {}{}", (tag >> 11) & 0xFFFFF, tag & (kMaxCollectiveSteps - 1), group);
+}
+
+}  // namespace
 
 std::string MeshImpl::describe(const Request& r) const {
   bool send = r.kind == Request::Kind::kSend;
@@ -18,8 +30,8 @@ std::string MeshImpl::describe(const Request& r) const {
     for (const auto& t : transports_) over.append(over.empty() ? "" : ",").append(t->name());
     if (over.empty()) over = self_.name();
   }
-  return fmt::format("{} {} {} tag {} over {} ({})", send ? "send" : "recv", send ? "to" : "from", who, r.tag,
-                     over, format_bytes(r.capacity));
+  return fmt::format("{} {} {} ({}) over {} ({})", send ? "send" : "recv", send ? "to" : "from", who,
+                     describe_tag(r.tag), over, format_bytes(r.capacity));
 }
 
 std::string MeshImpl::peer_failure_locked(const Request& r) {

@@ -118,7 +118,7 @@ void case_poison_after_timeout(Mesh& m, RankLog& log) {
     log.failures.push_back("a receive nobody sends completed");
   } catch (const TimeoutError& e) {
     first = e.what();
-    auto want = fmt::format("poison test: recv from rank {} tag 900 over {} (16 B) not done after", next,
+    auto want = fmt::format("poison test: recv from rank {} (tag 900) over {} (16 B) not done after", next,
                             m.transport_name(next));
     log.expect(first.find(want) != std::string::npos, "timeout text lacks '" + want + "': " + first);
     log.expect(first.find("timeout 300 ms") != std::string::npos, "timeout text lacks the timeout: " + first);

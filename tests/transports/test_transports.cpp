@@ -63,7 +63,7 @@ TEST_CASE("a peer that closes fails its peers' waits naming it", "[transport]") 
         log.failures.push_back("a receive from a closed peer completed");
       } catch (const dcomm::RemoteError& e) {
         std::string text = e.what();
-        log.expect(text.find("closed peer: recv from rank 1 tag 5") != std::string::npos, "error text: " + text);
+        log.expect(text.find("closed peer: recv from rank 1 (tag 5)") != std::string::npos, "error text: " + text);
         log.expect(text.find("rank 1 is gone") != std::string::npos, "error text: " + text);
       } catch (const std::exception& e) {
         log.failures.push_back(std::string("wrong error: ") + e.what());
