@@ -33,11 +33,7 @@ def fail(what, r):
 
 
 def conformance(nproc, extra_env=None):
-    # Cross-memory attach on by default here, so the CMA path (off by default in dcomm) stays covered; the
-    # streamed case below turns it off.
-    env = {"DCOMM_SHM_CMA": "1"}
-    env.update(extra_env or {})
-    r = run(nproc, "conformance", env)
+    r = run(nproc, "conformance", extra_env)
     if r.returncode != 0:
         fail(f"conformance over shm with {nproc} processes failed", r)
     for rank in range(nproc):

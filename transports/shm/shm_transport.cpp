@@ -49,10 +49,7 @@ Knobs Knobs::from_env() {
   k.chunk_bytes = positive_knob("DCOMM_SHM_CHUNK_BYTES", kDefaultChunkBytes, 1);
   k.ring_bytes = (positive_knob("DCOMM_SHM_RING_BYTES", kDefaultRingBytes, kMinRingBytes) + kRecordAlign - 1) /
                  kRecordAlign * kRecordAlign;
-  // Streaming through the ring is the default: on the VMs measured (docs/transports-ucx.md) it beat the single
-  // process_vm_readv copy at every size from 256 KiB to 64 MiB (11.8 against 5.5 GB/s at 64 MiB), page pinning
-  // costing more than the second, cache-resident copy. DCOMM_SHM_CMA=1 turns CMA on where it wins.
-  k.cma = env::get_bool("DCOMM_SHM_CMA", false);
+  k.cma = env::get_bool("DCOMM_SHM_CMA", true);
   uint64_t max_payload = k.ring_bytes / 2 - kRecordAlign;
   if (k.eager_bytes > max_payload || k.chunk_bytes > max_payload) {
     throw InvalidUsageError(fmt::format(
