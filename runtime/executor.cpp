@@ -27,6 +27,19 @@ void Executor::run_one(Item& item) noexcept {
   }
 }
 
+bool Executor::try_enter_inline() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!queue_.empty() || running_) return false;
+  running_ = true;
+  return true;
+}
+
+void Executor::leave_inline() {
+  std::lock_guard<std::mutex> lock(mu_);
+  running_ = false;
+  if (!queue_.empty()) cv_.notify_all();
+}
+
 void Executor::submit(const std::shared_ptr<CollectiveWork>& work, Task task, bool async) {
   std::unique_lock<std::mutex> lock(mu_);
   if (!async && queue_.empty() && !running_) {

@@ -25,6 +25,11 @@ class Executor {
   /// Runs `task` after everything submitted before it and finishes `work` with its outcome. With `async`
   /// false, returns only when the task has run.
   void submit(const std::shared_ptr<CollectiveWork>& work, Task task, bool async);
+  /// The fast path of a blocking call: true when nothing is queued or running, and then the caller runs its
+  /// operation on its own thread and must call leave_inline() after it. Saves the task's allocation and a
+  /// hand-off on every small collective.
+  bool try_enter_inline();
+  void leave_inline();
   /// Finishes every queued (not yet started) task with `cause`; the running one ends on its own.
   void fail_pending(std::exception_ptr cause) noexcept;
 

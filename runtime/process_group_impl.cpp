@@ -105,6 +105,19 @@ WorkPtr ProcessGroupImpl::submit(coll::Args args, const CollectiveOptions& opts)
   Duration timeout = opts.timeout == kDefaultTimeout ? world_->timeout : opts.timeout;
   auto work = std::make_shared<CollectiveWork>(std::string(name) + ' ' + label_ + " (call " + std::to_string(seq) + ')',
                                                world_->timeout);
+  if (device.is_host() && !opts.async_op && executor_.try_enter_inline()) {
+    // Nothing queued ahead: run on the caller's thread, without a task object or a hand-off.
+    std::exception_ptr error;
+    try {
+      engine_->run(args, opts.algorithm, Deadline::after(timeout), seq);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    executor_.leave_inline();
+    work->finish(error);
+    if (error) std::rethrow_exception(error);
+    return work;
+  }
   std::string algorithm = opts.algorithm;
   coll::Engine* engine = engine_.get();
   Executor::Task task;
