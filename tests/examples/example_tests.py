@@ -16,16 +16,9 @@ import time
 RUN_TIMEOUT_S = 90  # the bound on one dcomm-run; each case is meant to take a few seconds
 
 
-class CaseFailed(Exception):
-    pass
-
-
-def check(cond, what, result=None):
-    if not cond:
-        detail = ""
-        if result is not None:
-            detail = f"\n--- exit {result.returncode}\n--- stdout:\n{result.stdout}\n--- stderr:\n{result.stderr}"
-        raise CaseFailed(what + detail)
+# The launcher tests' result checks (check() raises CaseFailed with dcomm-run's exit code and output).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "launcher"))
+from launcher_tests import CaseFailed, check  # noqa: E402
 
 
 def launch(nproc, program_args, launcher_args=()):
