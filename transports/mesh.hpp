@@ -37,10 +37,19 @@ struct Request {
   std::size_t received = 0;   ///< bytes received, once done
   bool matched = false;       ///< a receive that has been paired with a message
   bool cancelled = false;
-  OpPtr op = std::make_shared<Op>();
+  /// Its completion record, which lives in the request itself (one allocation per request); transports get an
+  /// OpPtr that shares the request's ownership (op_ptr()).
+  Op op_storage;
+  Op* op = &op_storage;
+  Request() = default;
+  Request(const Request&) = delete;
+  Request& operator=(const Request&) = delete;
   Transport* transport = nullptr;  ///< the transport that carries it, once known
 };
 using RequestPtr = std::shared_ptr<Request>;
+
+/// The OpPtr a transport keeps while the request is in flight: it keeps the whole request alive.
+inline OpPtr op_ptr(const RequestPtr& r) { return OpPtr(r, r->op); }
 
 struct MeshOptions {
   Duration timeout = std::chrono::seconds(300);

@@ -80,12 +80,18 @@ void MeshImpl::check_args(const char* op, int peer, uint64_t tag, const void* da
 RequestPtr MeshImpl::isend(int peer, uint64_t tag, const void* data, std::size_t bytes, const Device& device) {
   throw_if_poisoned();
   check_args("send", peer, tag, data, bytes, device, false);
-  auto r = std::make_shared<Request>(Request{Request::Kind::kSend, peer, tag, nullptr, device, bytes, rank_});
+  auto r = std::make_shared<Request>();
+  r->kind = Request::Kind::kSend;
+  r->peer = peer;
+  r->tag = tag;
+  r->device = device;
+  r->capacity = bytes;
+  r->source = rank_;
   std::lock_guard<std::mutex> lock(mu_);
   throw_if_poisoned();
   r->transport = route(peer, device);
   try {
-    r->transport->isend(peer, tag, data, bytes, device, r->op);
+    r->transport->isend(peer, tag, data, bytes, device, op_ptr(r));
   } catch (...) {
     poison(std::current_exception());
     throw;
@@ -96,19 +102,26 @@ RequestPtr MeshImpl::isend(int peer, uint64_t tag, const void* data, std::size_t
 RequestPtr MeshImpl::irecv(int peer, uint64_t tag, void* data, std::size_t capacity, const Device& device) {
   throw_if_poisoned();
   check_args("recv", peer, tag, data, capacity, device, true);
-  auto r = std::make_shared<Request>(Request{Request::Kind::kRecv, peer, tag, data, device, capacity});
+  auto r = std::make_shared<Request>();
+  r->kind = Request::Kind::kRecv;
+  r->peer = peer;
+  r->tag = tag;
+  r->data = data;
+  r->device = device;
+  r->capacity = capacity;
   std::lock_guard<std::mutex> lock(mu_);
   throw_if_poisoned();
   if (peer != kAnySource) r->transport = route(peer, device);
-  if (auto u = matcher_.post(r)) deliver(*r, *u->transport, u->msg);
+  if (auto u = matcher_.post(r)) deliver(r, *u->transport, u->msg);
   return r;
 }
 
 void MeshImpl::arrived(Transport& from, const Incoming& msg) {
-  if (RequestPtr r = matcher_.arrived(from, msg)) deliver(*r, from, msg);
+  if (RequestPtr r = matcher_.arrived(from, msg)) deliver(r, from, msg);
 }
 
-void MeshImpl::deliver(Request& r, Transport& from, const Incoming& msg) {
+void MeshImpl::deliver(const RequestPtr& rp, Transport& from, const Incoming& msg) {
+  Request& r = *rp;
   r.matched = true;
   r.source = msg.source;
   r.transport = &from;
@@ -132,7 +145,7 @@ void MeshImpl::deliver(Request& r, Transport& from, const Incoming& msg) {
     return;
   }
   r.received = msg.bytes;
-  from.receive(msg, r.data, r.device, r.op);
+  from.receive(msg, r.data, r.device, op_ptr(rp));
 }
 
 bool MeshImpl::progress_locked() {

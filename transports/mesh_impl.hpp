@@ -43,7 +43,7 @@ class MeshImpl final : public Mesh, private ArrivalSink {
  private:
   void arrived(Transport& from, const Incoming& msg) override;
   /// Pairs a receive with a message: pulls the payload, or fails the receive when it does not fit.
-  void deliver(Request& r, Transport& from, const Incoming& msg);
+  void deliver(const RequestPtr& r, Transport& from, const Incoming& msg);
   /// Drives every transport once; poisons the mesh and rethrows when one fails. Caller holds mu_.
   bool progress_locked();
   Transport* route(int peer) { return peer == rank_ ? &self_ : route_[static_cast<std::size_t>(peer)]; }
