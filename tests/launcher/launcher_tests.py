@@ -182,6 +182,36 @@ def case_grace_then_kill():
           "the 0.5 s grace period")
 
 
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def wait_all_dead(pids, r=None):
+    deadline = time.monotonic() + PROMPT_STOP_S
+    left = pids
+    while left and time.monotonic() < deadline:
+        left = [pid for pid in pids if alive(pid)]
+        time.sleep(0.1)
+    check(not left, f"processes {left} outlived dcomm-run", r)
+
+
+def case_launcher_killed():
+    # Ranks must not outlive a launcher that is killed outright (no chance to forward anything).
+    p = start_and_wait_ready(["--nproc-per-node", "3", "--", PROBE, "sleep-ignore"], 3)
+    ranks = []
+    for task in os.listdir(f"/proc/{p.pid}/task"):
+        with open(f"/proc/{p.pid}/task/{task}/children") as f:
+            ranks += [int(x) for x in f.read().split()]
+    check(len(ranks) == 3, f"dcomm-run has {len(ranks)} children, expected 3")
+    p.kill()
+    p.wait()
+    wait_all_dead(ranks)
+
+
 def case_restart():
     args = ["--nproc-per-node", "3", "--", PROBE, "fail-first-round", "1", "3"]
     r = run(["--max-restarts", "2"] + args)
@@ -199,13 +229,7 @@ def case_grandchildren_stopped():
     check(r.returncode == 1, "rank 1's exit code 3 fails the run", r)
     pids = [int(m) for m in re.findall(r"grandchild (\d+)", r.stdout)]
     check(len(pids) == 2, "both ranks started a grandchild", r)
-    deadline = time.monotonic() + PROMPT_STOP_S
-    alive = pids
-    while alive and time.monotonic() < deadline:
-        alive = [pid for pid in pids if os.path.exists(f"/proc/{pid}") and
-                 open(f"/proc/{pid}/stat").read().split(")")[-1].split()[0] != "Z"]
-        time.sleep(0.1)
-    check(not alive, f"grandchildren {alive} outlived the run", r)
+    wait_all_dead(pids, r)
 
 
 BAD_COMMAND_LINES = [
