@@ -21,7 +21,9 @@ Duration seconds_option(const char* name, double seconds, bool allow_zero) {
 // Cross-option rules CLI11 cannot express; each message names the options involved.
 void validate(LaunchOptions& o, bool port_given, bool addr_given) {
   if (o.command.empty()) throw UsageError("no program to run; usage: dcomm-run [options] -- program [args...]");
-  if (o.nproc_per_node <= 0) throw UsageError(fmt::format("--nproc-per-node must be at least 1 (got {})", o.nproc_per_node));
+  if (o.nproc_per_node <= 0) {
+    throw UsageError(fmt::format("--nproc-per-node must be at least 1 (got {})", o.nproc_per_node));
+  }
   if (o.nnodes <= 0) throw UsageError(fmt::format("--nnodes must be at least 1 (got {})", o.nnodes));
   if (o.node_rank < 0 || o.node_rank >= o.nnodes) {
     throw UsageError(fmt::format("--node-rank must be in [0, {}) for --nnodes {} (got {})", o.nnodes, o.nnodes,
@@ -33,7 +35,9 @@ void validate(LaunchOptions& o, bool port_given, bool addr_given) {
   }
   if (o.standalone) {
     if (o.nnodes != 1) throw UsageError(fmt::format("--standalone runs one node, but --nnodes is {}", o.nnodes));
-    if (addr_given || port_given) throw UsageError("--standalone picks its own store address; drop --master-addr/--master-port");
+    if (addr_given || port_given) {
+      throw UsageError("--standalone picks its own store address; drop --master-addr/--master-port");
+    }
     o.master_addr = "127.0.0.1";
     o.master_port = 0;
   }
