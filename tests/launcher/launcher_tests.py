@@ -320,6 +320,26 @@ def case_cannot_start():
     check("dcomm-run: stopped by dcomm-run after the failure: ranks 0, 1" in r0.stderr, "node 0 stopped its ranks", r0)
 
 
+def case_rdzv_endpoint():
+    # A store that already runs (here: the one a single-node dcomm-run hosts) serves two launchers that host none.
+    port = free_port()
+    host = start_and_wait_ready(["--nproc-per-node", "1", "--master-port", port, "--", PROBE, "sleep"], 1)
+    try:
+        procs = []
+        for node in range(2):
+            args = ["--nnodes", "2", "--node-rank", str(node), "--nproc-per-node", "2", "--rdzv-endpoint",
+                    f"127.0.0.1:{port}", "--", PROBE, "env"]
+            procs.append(subprocess.Popen([DCOMM_RUN] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                          text=True))
+        results = finish(procs)
+    finally:
+        host.send_signal(signal.SIGTERM)
+        host.communicate(timeout=RUN_TIMEOUT_S)
+    for node, r in enumerate(results):
+        check_env(r, 2, nnodes=2, node_rank=node)
+        check(parse_env(r.stdout, node * 2)["MASTER_PORT"] == port, "the ranks use the endpoint's port", r)
+
+
 def case_nodes_disagree():
     for r in finish(start_nodes([0, 1], ["env"], nproc=(2, 3))):
         check(r.returncode == 3 and "dcomm-run: error: nodes disagree: node 1 (host " in r.stderr and
