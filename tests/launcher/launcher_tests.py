@@ -365,6 +365,20 @@ def case_node0_lost():
         check(f"rank {rank} got SIGTERM" in r.stdout, f"node 1 stopped rank {rank}", r)
 
 
+def case_node1_lost():
+    # Node 1's launcher is killed outright: node 0 misses its heartbeat and stops the world.
+    node0, node1 = start_nodes([0, 1], ["sleep"], options=["--node-timeout", "2", "--max-restarts", "1"])
+    wait_ready(node0, 2)
+    wait_ready(node1, 2)
+    node1.kill()
+    node1.wait()
+    (r,) = finish([node0])
+    check(r.returncode == 3 and re.search(r"\[1\] dcomm-run on node 1 \(host \S+\) stopped responding: no heartbeat",
+                                          r.stderr) and "restarting" not in r.stderr, "node 0 exits 3 naming node 1", r)
+    for rank in (0, 1):
+        check(f"rank {rank} got SIGTERM" in r.stdout, f"node 0 stopped rank {rank}", r)
+
+
 def case_remote_interrupt():
     # A launcher that received a signal is leaving: the others must not restart without it.
     node0, node1 = start_nodes([0, 1], ["sleep"], options=["--max-restarts", "1"])

@@ -83,6 +83,7 @@ CommandLine parse_command_line(int argc, char** argv) {
   LaunchOptions& o = out.options;
   double grace_s = 5.0;
   double rdzv_timeout_s = 300.0;
+  double node_timeout_s = 30.0;
   std::string endpoint;
   bool no_prefix = false;
 
@@ -101,6 +102,8 @@ CommandLine parse_command_line(int argc, char** argv) {
   app.add_option("--max-restarts,--max_restarts", o.max_restarts, "restart the group this many times on failure");
   app.add_option("--grace-period", grace_s, "seconds between SIGTERM and SIGKILL when stopping ranks (default 5)");
   app.add_option("--rdzv-timeout", rdzv_timeout_s, "seconds to wait for every node to join (default 300)");
+  app.add_option("--node-timeout", node_timeout_s,
+                 "seconds without a heartbeat after which another node's launcher counts as lost (default 30)");
   app.add_option("--host-id", o.host_id, "exported as DCOMM_HOST_ID: ranks with equal ids share a node");
   app.add_flag("--no-prefix", no_prefix, "do not prefix output lines with [rank R]: ");
   // Everything after "--" (or after the first word that is not an option) is the program and its arguments.
@@ -127,6 +130,7 @@ CommandLine parse_command_line(int argc, char** argv) {
   o.prefix_output = !no_prefix;
   o.grace_period = seconds_option("--grace-period", grace_s, true);
   o.rdzv_timeout = seconds_option("--rdzv-timeout", rdzv_timeout_s, false);
+  o.node_timeout = seconds_option("--node-timeout", node_timeout_s, false);
   if (!endpoint.empty()) {
     parse_endpoint(endpoint, &o.master_addr, &o.master_port);
     o.host_store = false;

@@ -25,6 +25,8 @@ struct LaunchOptions {
   int max_restarts = 0;
   Duration grace_period = std::chrono::seconds(5);
   Duration rdzv_timeout = std::chrono::seconds(300);
+  /// Node 0's launcher declares another node's launcher lost after this long without its heartbeat.
+  Duration node_timeout = std::chrono::seconds(30);
   std::string host_id;
   bool prefix_output = true;
   std::vector<std::string> command;  ///< the program and its arguments
