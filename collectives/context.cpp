@@ -8,9 +8,7 @@
 #include "collectives/reduce.hpp"
 #include "transports/tags.hpp"
 
-
 namespace dcomm::coll {
-
 
 namespace {
 

@@ -30,6 +30,8 @@ const std::vector<Algorithm>& algorithm_table() {
        run_all_reduce_rabenseifner, cost_all_reduce_rabenseifner},
       {C::kAllReduce, "one_to_all", "everyone to rank 0, rank 0 back to everyone (parameter server)", supports_any,
        run_all_reduce_one_to_all, cost_all_reduce_one_to_all},
+      {C::kAllReduce, "shm_direct", "one node: each rank reduces its slice straight from the others' shared memory",
+       supports_all_reduce_shm_direct, run_all_reduce_shm_direct, cost_all_reduce_shm_direct},
       {C::kBroadcast, "binomial", "binomial tree from the root", supports_any, run_broadcast_binomial,
        cost_broadcast_binomial},
       {C::kBroadcast, "scatter_allgather", "binomial scatter then ring all-gather (van de Geijn)", supports_any,
@@ -85,3 +87,13 @@ std::string algorithm_names(Collective c) {
 }
 
 }  // namespace dcomm::coll
+
+namespace dcomm {
+
+std::vector<std::string> algorithms(Collective c) {
+  std::vector<std::string> out;
+  for (const coll::Algorithm* a : coll::algorithms_for(c)) out.emplace_back(a->name);
+  return out;
+}
+
+}  // namespace dcomm

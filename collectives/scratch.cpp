@@ -4,10 +4,9 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
+#include <dcomm/error.hpp>
 #include <new>
 #include <utility>
-
-#include <dcomm/error.hpp>
 
 #include "collectives/context.hpp"
 #include "collectives/device_support.hpp"

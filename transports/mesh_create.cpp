@@ -124,7 +124,9 @@ std::shared_ptr<Mesh> Mesh::create(std::shared_ptr<Store> store, const PeerInfo&
   if (forced.empty()) forced = env::get("DCOMM_TRANSPORT").value_or("");
   auto transports = create_transports(ctx, forced, what);
   auto close_all = [&] {
-    for (auto& t : transports) t->close();
+    for (auto& t : transports) {
+      if (t) t->close();
+    }
   };
   try {
     PeerRecord mine{self, {}};
@@ -147,7 +149,6 @@ std::shared_ptr<Mesh> Mesh::create(std::shared_ptr<Store> store, const PeerInfo&
     auto device_route = choose_device_routes(transports, records, self.rank);
 
     // Connect each transport to the peers it was chosen for; drop the ones no peer uses.
-    std::vector<std::unique_ptr<Transport>> used;
     for (auto& t : transports) {
       std::vector<PeerInfo> peers;
       for (std::size_t p = 0; p < route.size(); ++p) {
@@ -155,12 +156,12 @@ std::shared_ptr<Mesh> Mesh::create(std::shared_ptr<Store> store, const PeerInfo&
       }
       if (peers.empty()) {
         t->close();
+        t.reset();
         continue;
       }
       t->connect(*make_prefix_store(prefix + "t/" + t->name() + "/", store), peers, deadline);
-      used.push_back(std::move(t));
     }
-    transports = std::move(used);
+    std::erase(transports, nullptr);
     store->set(rank_key(prefix + "ready", self.rank), std::string("1"));
     wait_for_ranks(*store, prefix + "ready", world_size, deadline, what, "finish connecting");
 

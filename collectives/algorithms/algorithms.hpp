@@ -17,6 +17,7 @@ DCOMM_ALGORITHM(all_reduce_double_tree)
 DCOMM_ALGORITHM(all_reduce_butterfly)
 DCOMM_ALGORITHM(all_reduce_rabenseifner)
 DCOMM_ALGORITHM(all_reduce_one_to_all)
+DCOMM_ALGORITHM(all_reduce_shm_direct)
 DCOMM_ALGORITHM(broadcast_binomial)
 DCOMM_ALGORITHM(broadcast_scatter_allgather)
 DCOMM_ALGORITHM(broadcast_chain)
@@ -34,6 +35,9 @@ DCOMM_ALGORITHM(all_to_all_pairwise)
 DCOMM_ALGORITHM(barrier_dissemination)
 
 #undef DCOMM_ALGORITHM
+
+/// shm_direct needs every rank on one host and host memory.
+bool supports_all_reduce_shm_direct(const Args& args, const GroupView& view);
 
 /// For algorithms that handle every call.
 bool supports_any(const Args& args, const GroupView& view);

@@ -22,6 +22,9 @@ enum class Collective : uint8_t {
 };
 const char* to_string(Collective c) noexcept;  ///< "all_reduce", "broadcast", ...
 bool parse_collective(const std::string& name, Collective* out) noexcept;
+/// The algorithms this build has for `c`: the names CollectiveOptions::algorithm, set_algorithm() and DCOMM_ALGO
+/// accept, in the collectives layer's table order.
+std::vector<std::string> algorithms(Collective c);
 
 /// Per-call options.
 struct CollectiveOptions {

@@ -21,7 +21,8 @@ VLayout v_layout(std::size_t base, int size, int shift) {
   VLayout v;
   v.counts.resize(static_cast<std::size_t>(size));
   v.displs.resize(static_cast<std::size_t>(size));
-  for (int i = 0; i < size; ++i) v.counts[static_cast<std::size_t>(i)] = (base + static_cast<std::size_t>(2 * i + shift)) % 5;
+  for (int i = 0; i < size; ++i)
+    v.counts[static_cast<std::size_t>(i)] = (base + static_cast<std::size_t>(2 * i + shift)) % 5;
   for (int i = size - 1; i >= 0; --i) {
     v.displs[static_cast<std::size_t>(i)] = v.extent;
     v.extent += v.counts[static_cast<std::size_t>(i)] + 1;
@@ -70,7 +71,9 @@ void run_gather(RankState& s, const coll::Algorithm& algo, const Case& c) {
   const bool root = r == c.root;
   VLayout v = c.vector_variant ? v_layout(c.count, p, 1) : VLayout{};
   auto count_of = [&](int q) { return c.vector_variant ? v.counts[static_cast<std::size_t>(q)] : c.count; };
-  auto at_of = [&](int q) { return c.vector_variant ? v.displs[static_cast<std::size_t>(q)] : static_cast<std::size_t>(q) * c.count; };
+  auto at_of = [&](int q) {
+    return c.vector_variant ? v.displs[static_cast<std::size_t>(q)] : static_cast<std::size_t>(q) * c.count;
+  };
   std::size_t total = c.vector_variant ? v.extent : c.count * static_cast<std::size_t>(p);
   Bytes send = make_input(c.dtype, ReduceOp::kSum, r, count_of(r), c.salt);
   Bytes recv = garbage(root ? total * dtype_size(c.dtype) : 0);
@@ -91,8 +94,9 @@ void run_gather(RankState& s, const coll::Algorithm& algo, const Case& c) {
   if (!call(s, algo, c, a) || !root) return;
   for (int q = 0; q < p; ++q) {
     Bytes want = make_input(c.dtype, ReduceOp::kSum, q, count_of(q), c.salt);
-    expect(s, algo, c, check_copy(static_cast<char*>(a.recv.data) + at_of(q) * dtype_size(c.dtype), want, 0,
-                                  count_of(q), c.dtype, fmt::format("block of rank {}", q)));
+    expect(s, algo, c,
+           check_copy(static_cast<char*>(a.recv.data) + at_of(q) * dtype_size(c.dtype), want, 0, count_of(q), c.dtype,
+                      fmt::format("block of rank {}", q)));
   }
 }
 
@@ -112,8 +116,9 @@ void run_all_gather(RankState& s, const coll::Algorithm& algo, const Case& c) {
   if (!call(s, algo, c, a)) return;
   for (int q = 0; q < p; ++q) {
     Bytes want = make_input(c.dtype, ReduceOp::kSum, q, c.count, c.salt);
-    expect(s, algo, c, check_copy(recv.data() + static_cast<std::size_t>(q) * c.count * es, want, 0, c.count, c.dtype,
-                                  fmt::format("block of rank {}", q)));
+    expect(s, algo, c,
+           check_copy(recv.data() + static_cast<std::size_t>(q) * c.count * es, want, 0, c.count, c.dtype,
+                      fmt::format("block of rank {}", q)));
   }
   s.rec.digests.push_back(digest(recv.data(), recv.size()));
 }
@@ -129,7 +134,8 @@ void run_all_to_all(RankState& s, const coll::Algorithm& algo, const Case& c) {
   auto out_block = [&](int q, int j) {
     if (!v) return std::pair<std::size_t, std::size_t>(static_cast<std::size_t>(j) * c.count, c.count);
     VLayout l = layout(q);
-    return std::pair<std::size_t, std::size_t>(l.displs[static_cast<std::size_t>(j)], l.counts[static_cast<std::size_t>(j)]);
+    return std::pair<std::size_t, std::size_t>(l.displs[static_cast<std::size_t>(j)],
+                                               l.counts[static_cast<std::size_t>(j)]);
   };
   std::vector<std::size_t> in_at, in_count;
   std::size_t recv_total = 0;
@@ -153,8 +159,9 @@ void run_all_to_all(RankState& s, const coll::Algorithm& algo, const Case& c) {
   for (int i = 0; i < p; ++i) {
     Bytes src = make_input(c.dtype, ReduceOp::kSum, i, send_total_of(i), c.salt);
     auto [at, n] = out_block(i, r);
-    expect(s, algo, c, check_copy(static_cast<char*>(a.recv.data) + in_at[static_cast<std::size_t>(i)] * es, src, at, n,
-                                  c.dtype, fmt::format("block from rank {}", i)));
+    expect(s, algo, c,
+           check_copy(static_cast<char*>(a.recv.data) + in_at[static_cast<std::size_t>(i)] * es, src, at, n, c.dtype,
+                      fmt::format("block from rank {}", i)));
   }
 }
 

@@ -64,14 +64,22 @@ void run_reduce_scatter(RankState& s, const coll::Algorithm& algo, const Case& c
 
 void run_case(RankState& s, const coll::Algorithm& algo, const Case& c) {
   switch (algo.collective) {
-    case Collective::kAllReduce: return run_all_reduce(s, algo, c);
-    case Collective::kReduce: return run_reduce(s, algo, c);
-    case Collective::kReduceScatter: return run_reduce_scatter(s, algo, c);
-    case Collective::kBroadcast: return run_broadcast(s, algo, c);
-    case Collective::kScatter: return run_scatter(s, algo, c);
-    case Collective::kGather: return run_gather(s, algo, c);
-    case Collective::kAllGather: return run_all_gather(s, algo, c);
-    case Collective::kAllToAll: return run_all_to_all(s, algo, c);
+    case Collective::kAllReduce:
+      return run_all_reduce(s, algo, c);
+    case Collective::kReduce:
+      return run_reduce(s, algo, c);
+    case Collective::kReduceScatter:
+      return run_reduce_scatter(s, algo, c);
+    case Collective::kBroadcast:
+      return run_broadcast(s, algo, c);
+    case Collective::kScatter:
+      return run_scatter(s, algo, c);
+    case Collective::kGather:
+      return run_gather(s, algo, c);
+    case Collective::kAllGather:
+      return run_all_gather(s, algo, c);
+    case Collective::kAllToAll:
+      return run_all_to_all(s, algo, c);
     case Collective::kBarrier: {
       coll::Args a;
       a.coll = Collective::kBarrier;
@@ -83,8 +91,8 @@ void run_case(RankState& s, const coll::Algorithm& algo, const Case& c) {
 
 std::string describe(const coll::Algorithm& algo, const Case& c, int size) {
   return fmt::format("{}[{}] P={} dtype={} op={} count={} {} root={}{}", to_string(algo.collective), algo.name, size,
-                     to_string(c.dtype), to_string(c.red.op), c.count, c.in_place ? "in-place" : "out-of-place",
-                     c.root, c.vector_variant ? " v-variant" : "");
+                     to_string(c.dtype), to_string(c.red.op), c.count, c.in_place ? "in-place" : "out-of-place", c.root,
+                     c.vector_variant ? " v-variant" : "");
 }
 
 bool call(RankState& s, const coll::Algorithm& algo, const Case& c, const coll::Args& a) {

@@ -4,13 +4,12 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <thread>
-
 #include <dcomm/store.hpp>
+#include <thread>
 
 namespace dcomm::test {
 
-std::vector<RankRecord> run_group(int size, const GroupBody& body) {
+std::vector<RankRecord> run_group(int size, const GroupBody& body, const std::string& transport) {
   auto store = make_memory_store(std::chrono::seconds(60));
   std::vector<RankRecord> records(static_cast<std::size_t>(size));
   std::vector<std::thread> threads;
@@ -20,7 +19,7 @@ std::vector<RankRecord> run_group(int size, const GroupBody& body) {
       try {
         transport::PeerInfo self{r, r, 0, "test-host", "localhost", static_cast<int>(::getpid())};
         transport::MeshOptions opts;
-        opts.forced_transport = "loopback";
+        opts.forced_transport = transport;
         opts.timeout = std::chrono::seconds(60);
         coll::GroupView view;
         view.mesh = transport::Mesh::create(store, self, size, opts);

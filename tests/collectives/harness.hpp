@@ -20,8 +20,9 @@ struct RankRecord {
 
 using GroupBody = std::function<void(const coll::GroupView& view, RankRecord& rec)>;
 
-/// Runs `body` on `size` rank threads, each with a view of a fresh loopback world (context 1).
-std::vector<RankRecord> run_group(int size, const GroupBody& body);
+/// Runs `body` on `size` rank threads, each with a view of a fresh world (context 1) over `transport`
+/// ("loopback" or "shm").
+std::vector<RankRecord> run_group(int size, const GroupBody& body, const std::string& transport = "loopback");
 
 /// Every failure as "rank r: ...", plus one line per rank whose digests differ from rank 0's.
 std::vector<std::string> summarize(const std::vector<RankRecord>& records);

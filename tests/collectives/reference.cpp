@@ -33,10 +33,14 @@ T load(const void* p, std::size_t i) {
 
 double epsilon(DType t) {
   switch (t) {
-    case DType::kFloat16: return std::ldexp(1.0, -10);
-    case DType::kBFloat16: return std::ldexp(1.0, -7);
-    case DType::kFloat32: return std::ldexp(1.0, -23);
-    default: return std::ldexp(1.0, -52);
+    case DType::kFloat16:
+      return std::ldexp(1.0, -10);
+    case DType::kBFloat16:
+      return std::ldexp(1.0, -7);
+    case DType::kFloat32:
+      return std::ldexp(1.0, -23);
+    default:
+      return std::ldexp(1.0, -52);
   }
 }
 
@@ -51,13 +55,27 @@ T int_reduce(const Reduction& red, const std::vector<Bytes>& in, std::size_t idx
   for (std::size_t q = 1; q < in.size(); ++q) {
     T x = pre(load<T>(in[q].data(), idx));
     switch (red.op) {
-      case ReduceOp::kProd: acc = static_cast<T>(static_cast<U>(static_cast<U>(acc) * static_cast<U>(x))); break;
-      case ReduceOp::kMin: acc = x < acc ? x : acc; break;
-      case ReduceOp::kMax: acc = acc < x ? x : acc; break;
-      case ReduceOp::kBAnd: acc = static_cast<T>(acc & x); break;
-      case ReduceOp::kBOr: acc = static_cast<T>(acc | x); break;
-      case ReduceOp::kBXor: acc = static_cast<T>(acc ^ x); break;
-      default: acc = static_cast<T>(static_cast<U>(static_cast<U>(acc) + static_cast<U>(x))); break;
+      case ReduceOp::kProd:
+        acc = static_cast<T>(static_cast<U>(static_cast<U>(acc) * static_cast<U>(x)));
+        break;
+      case ReduceOp::kMin:
+        acc = x < acc ? x : acc;
+        break;
+      case ReduceOp::kMax:
+        acc = acc < x ? x : acc;
+        break;
+      case ReduceOp::kBAnd:
+        acc = static_cast<T>(acc & x);
+        break;
+      case ReduceOp::kBOr:
+        acc = static_cast<T>(acc | x);
+        break;
+      case ReduceOp::kBXor:
+        acc = static_cast<T>(acc ^ x);
+        break;
+      default:
+        acc = static_cast<T>(static_cast<U>(static_cast<U>(acc) + static_cast<U>(x)));
+        break;
     }
   }
   if (red.op == ReduceOp::kAvg) {
@@ -81,8 +99,8 @@ std::string check_int(const void* got, std::size_t count, const Reduction& red, 
   return "";
 }
 
-std::string check_float(const void* got, std::size_t count, DType t, const Reduction& red,
-                        const std::vector<Bytes>& in, std::size_t offset) {
+std::string check_float(const void* got, std::size_t count, DType t, const Reduction& red, const std::vector<Bytes>& in,
+                        std::size_t offset) {
   const double p = static_cast<double>(in.size());
   for (std::size_t i = 0; i < count; ++i) {
     double acc = 0, mag = 0;
@@ -118,16 +136,26 @@ std::string check_float(const void* got, std::size_t count, DType t, const Reduc
 
 double element(const void* data, std::size_t i, DType t) {
   switch (t) {
-    case DType::kInt8: return load<int8_t>(data, i);
-    case DType::kUInt8: return load<uint8_t>(data, i);
-    case DType::kInt32: return load<int32_t>(data, i);
-    case DType::kUInt32: return load<uint32_t>(data, i);
-    case DType::kInt64: return static_cast<double>(load<int64_t>(data, i));
-    case DType::kUInt64: return static_cast<double>(load<uint64_t>(data, i));
-    case DType::kFloat16: return coll::half_to_float(load<uint16_t>(data, i));
-    case DType::kBFloat16: return coll::bf16_to_float(load<uint16_t>(data, i));
-    case DType::kFloat32: return load<float>(data, i);
-    case DType::kFloat64: return load<double>(data, i);
+    case DType::kInt8:
+      return load<int8_t>(data, i);
+    case DType::kUInt8:
+      return load<uint8_t>(data, i);
+    case DType::kInt32:
+      return load<int32_t>(data, i);
+    case DType::kUInt32:
+      return load<uint32_t>(data, i);
+    case DType::kInt64:
+      return static_cast<double>(load<int64_t>(data, i));
+    case DType::kUInt64:
+      return static_cast<double>(load<uint64_t>(data, i));
+    case DType::kFloat16:
+      return coll::half_to_float(load<uint16_t>(data, i));
+    case DType::kBFloat16:
+      return coll::bf16_to_float(load<uint16_t>(data, i));
+    case DType::kFloat32:
+      return load<float>(data, i);
+    case DType::kFloat64:
+      return load<double>(data, i);
   }
   return 0;
 }
@@ -140,16 +168,36 @@ Bytes make_input(DType t, ReduceOp op, int rank, std::size_t count, uint64_t sal
     if (k == 0) k = 1 + rank;
     double f = op == ReduceOp::kProd ? 1.0 + static_cast<double>(k % 97) / 512.0 : static_cast<double>(k) / 64.0;
     switch (t) {
-      case DType::kInt8: store<int8_t>(b, i, static_cast<int8_t>(k % 100)); break;
-      case DType::kUInt8: store<uint8_t>(b, i, static_cast<uint8_t>(h % 200 + 1)); break;
-      case DType::kInt32: store<int32_t>(b, i, static_cast<int32_t>(k * 1000 + rank)); break;
-      case DType::kUInt32: store<uint32_t>(b, i, static_cast<uint32_t>(h)); break;
-      case DType::kInt64: store<int64_t>(b, i, static_cast<int64_t>(h >> 4) * (k < 0 ? -1 : 1)); break;
-      case DType::kUInt64: store<uint64_t>(b, i, h); break;
-      case DType::kFloat16: store<uint16_t>(b, i, coll::float_to_half(static_cast<float>(f))); break;
-      case DType::kBFloat16: store<uint16_t>(b, i, coll::float_to_bf16(static_cast<float>(f))); break;
-      case DType::kFloat32: store<float>(b, i, static_cast<float>(f)); break;
-      case DType::kFloat64: store<double>(b, i, f); break;
+      case DType::kInt8:
+        store<int8_t>(b, i, static_cast<int8_t>(k % 100));
+        break;
+      case DType::kUInt8:
+        store<uint8_t>(b, i, static_cast<uint8_t>(h % 200 + 1));
+        break;
+      case DType::kInt32:
+        store<int32_t>(b, i, static_cast<int32_t>(k * 1000 + rank));
+        break;
+      case DType::kUInt32:
+        store<uint32_t>(b, i, static_cast<uint32_t>(h));
+        break;
+      case DType::kInt64:
+        store<int64_t>(b, i, static_cast<int64_t>(h >> 4) * (k < 0 ? -1 : 1));
+        break;
+      case DType::kUInt64:
+        store<uint64_t>(b, i, h);
+        break;
+      case DType::kFloat16:
+        store<uint16_t>(b, i, coll::float_to_half(static_cast<float>(f)));
+        break;
+      case DType::kBFloat16:
+        store<uint16_t>(b, i, coll::float_to_bf16(static_cast<float>(f)));
+        break;
+      case DType::kFloat32:
+        store<float>(b, i, static_cast<float>(f));
+        break;
+      case DType::kFloat64:
+        store<double>(b, i, f);
+        break;
     }
   }
   return b;
@@ -158,13 +206,20 @@ Bytes make_input(DType t, ReduceOp op, int rank, std::size_t count, uint64_t sal
 std::string check_reduction(const void* got, std::size_t count, DType t, const Reduction& red,
                             const std::vector<Bytes>& inputs, std::size_t offset) {
   switch (t) {
-    case DType::kInt8: return check_int<int8_t>(got, count, red, inputs, offset);
-    case DType::kUInt8: return check_int<uint8_t>(got, count, red, inputs, offset);
-    case DType::kInt32: return check_int<int32_t>(got, count, red, inputs, offset);
-    case DType::kUInt32: return check_int<uint32_t>(got, count, red, inputs, offset);
-    case DType::kInt64: return check_int<int64_t>(got, count, red, inputs, offset);
-    case DType::kUInt64: return check_int<uint64_t>(got, count, red, inputs, offset);
-    default: return check_float(got, count, t, red, inputs, offset);
+    case DType::kInt8:
+      return check_int<int8_t>(got, count, red, inputs, offset);
+    case DType::kUInt8:
+      return check_int<uint8_t>(got, count, red, inputs, offset);
+    case DType::kInt32:
+      return check_int<int32_t>(got, count, red, inputs, offset);
+    case DType::kUInt32:
+      return check_int<uint32_t>(got, count, red, inputs, offset);
+    case DType::kInt64:
+      return check_int<int64_t>(got, count, red, inputs, offset);
+    case DType::kUInt64:
+      return check_int<uint64_t>(got, count, red, inputs, offset);
+    default:
+      return check_float(got, count, t, red, inputs, offset);
   }
 }
 

@@ -2,10 +2,9 @@
 // Inputs that differ on every (rank, index) and the serial reference the results are checked against.
 
 #include <cstdint>
+#include <dcomm/types.hpp>
 #include <string>
 #include <vector>
-
-#include <dcomm/types.hpp>
 
 namespace dcomm::test {
 

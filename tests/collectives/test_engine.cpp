@@ -1,12 +1,13 @@
 // The engine around the algorithms: validation before I/O, the cross-rank call check, selection (explicit,
 // set_algorithm, DCOMM_ALGO, cost model), explain(), the tuning file and error context.
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <catch2/catch.hpp>
-
 #include <cstdio>
-#include <fstream>
-
 #include <dcomm/error.hpp>
+#include <fstream>
 
 #include "collectives/cost_model.hpp"
 #include "collectives/selector.hpp"
@@ -61,7 +62,8 @@ TEST_CASE("caller mistakes are rejected naming the collective, rank and argument
 
   a.red = ReduceOp::kSum;
   a.recv = Buffer(i);
-  CHECK_THAT(invalid_message([&] { validate_call(a, v); }), Catch::Contains("recv has dtype int32 but send has float32"));
+  CHECK_THAT(invalid_message([&] { validate_call(a, v); }),
+             Catch::Contains("recv has dtype int32 but send has float32"));
   a.recv = Buffer(f.data(), 7);
   CHECK_THAT(invalid_message([&] { validate_call(a, v); }), Catch::Contains("recv has count 7 but must have 8"));
 
@@ -167,6 +169,9 @@ TEST_CASE("DCOMM_ALGO parsing accepts both spellings and lists valid names", "[c
   CHECK(parse_algorithm_spec("").empty());
   CHECK_THAT(invalid_message([] { parse_algorithm_spec("allreduce:nosuch"); }),
              Catch::Contains("unknown all_reduce algorithm 'nosuch'") && Catch::Contains("ring, tree, double_tree"));
+  CHECK(dcomm::algorithms(Collective::kAllReduce) ==
+        std::vector<std::string>{"ring", "tree", "double_tree", "butterfly", "rabenseifner", "one_to_all", "shm_direct"});
+  CHECK(dcomm::algorithms(Collective::kBarrier) == std::vector<std::string>{"dissemination"});
   CHECK_THAT(invalid_message([] { parse_algorithm_spec("allreduce"); }), Catch::Contains("<collective>:<algorithm>"));
   CHECK_THAT(invalid_message([] { parse_algorithm_spec("everything:ring"); }), Catch::Contains("reduce_scatter"));
 }
@@ -202,12 +207,14 @@ TEST_CASE("explain lists every candidate and the choice; set_algorithm overrides
   auto records = test::run_group(2, [](const GroupView& view, test::RankRecord& rec) {
     auto engine = Engine::create(view);
     std::string text = engine->explain(Collective::kAllReduce, 1 << 20);
-    for (const char* name : {"ring", "tree", "double_tree", "butterfly", "rabenseifner", "one_to_all", "choice:",
-                             "cost model", "link probe"}) {
-      if (text.find(name) == std::string::npos) rec.failures.push_back(std::string("explain lacks ") + name + ": " + text);
+    for (const char* name : {"ring", "tree", "double_tree", "butterfly", "rabenseifner", "one_to_all",
+                             "choice:", "cost model", "link probe"}) {
+      if (text.find(name) == std::string::npos)
+        rec.failures.push_back(std::string("explain lacks ") + name + ": " + text);
     }
     engine->set_algorithm(Collective::kAllReduce, "tree");
-    if (engine->explain(Collective::kAllReduce, 64).find("choice: tree (forced by set_algorithm") == std::string::npos) {
+    if (engine->explain(Collective::kAllReduce, 64).find("choice: tree (forced by set_algorithm") ==
+        std::string::npos) {
       rec.failures.push_back("explain ignores set_algorithm");
     }
     std::string m = invalid_message([&] { engine->set_algorithm(Collective::kAllReduce, "fastest"); });
@@ -216,9 +223,9 @@ TEST_CASE("explain lists every candidate and the choice; set_algorithm overrides
     if (engine->explain(Collective::kAllReduce, 64).find("(cost model)") == std::string::npos) {
       rec.failures.push_back("set_algorithm(\"\") did not return to the cost model");
     }
-    for (Collective c : {Collective::kBroadcast, Collective::kReduce, Collective::kScatter, Collective::kGather,
-                         Collective::kAllGather, Collective::kReduceScatter, Collective::kAllToAll,
-                         Collective::kBarrier}) {
+    for (Collective c :
+         {Collective::kBroadcast, Collective::kReduce, Collective::kScatter, Collective::kGather,
+          Collective::kAllGather, Collective::kReduceScatter, Collective::kAllToAll, Collective::kBarrier}) {
       if (engine->explain(c, 4096).find("choice:") == std::string::npos) rec.failures.push_back("explain failed");
     }
   });
@@ -275,4 +282,33 @@ TEST_CASE("transport errors carry the collective, algorithm and rank", "[collect
     }
   });
   CHECK(test::summarize(records).empty());
+}
+
+TEST_CASE("report: probe time, fitted model and algorithm times over shm", "[.][measure]") {
+  for (int size : {2, 4, 8}) {
+    std::vector<double> create_ms(static_cast<std::size_t>(size));
+    std::vector<std::string> report(static_cast<std::size_t>(size));
+    test::run_group(size, [&](const GroupView& view, test::RankRecord&) {
+      auto t0 = Clock::now();
+      auto engine = Engine::create(view);
+      create_ms[static_cast<std::size_t>(view.rank)] =
+          std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+      std::string text = engine->explain(Collective::kAllReduce, 4 << 20);
+      std::vector<float> x(1 << 20, 1.0f);
+      uint64_t seq = 0;
+      for (const Algorithm* a : algorithms_for(Collective::kAllReduce)) {
+        Args args;
+        args.coll = Collective::kAllReduce;
+        args.send = args.recv = Buffer(x);
+        engine->run(args, a->name, soon(), seq++);
+        auto t1 = Clock::now();
+        for (int i = 0; i < 3; ++i) engine->run(args, a->name, soon(), seq++);
+        text += fmt::format("\n  measured {:<14} {:8.2f} ms", a->name,
+                            std::chrono::duration<double, std::milli>(Clock::now() - t1).count() / 3);
+      }
+      report[static_cast<std::size_t>(view.rank)] = text;
+    }, "shm");
+    double worst = *std::max_element(create_ms.begin(), create_ms.end());
+    WARN("P=" << size << ": Engine::create (probe) " << worst << " ms\n" << report[0]);
+  }
 }

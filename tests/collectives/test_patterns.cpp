@@ -1,8 +1,7 @@
 // The pure rank arithmetic of collectives/patterns.hpp, without any transport.
 
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <set>
 
 #include "collectives/patterns.hpp"

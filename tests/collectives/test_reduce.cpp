@@ -1,10 +1,8 @@
 // The host reductions and the 16-bit float conversions, without any transport.
 
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <cstring>
-
 #include <dcomm/error.hpp>
 
 #include "collectives/device_support.hpp"
@@ -34,8 +32,8 @@ TEST_CASE("float16 conversion rounds to nearest even and keeps specials", "[coll
   CHECK(float_to_half(-2.0f) == 0xC000);
   CHECK(float_to_half(65504.0f) == 0x7BFF);
   CHECK(float_to_half(65519.0f) == 0x7BFF);
-  CHECK(float_to_half(65520.0f) == 0x7C00);  // halfway to the next binade: ties to even = infinity
-  CHECK(float_to_half(1.0f + std::ldexp(1.0f, -11)) == 0x3C00);      // tie, even stays
+  CHECK(float_to_half(65520.0f) == 0x7C00);                      // halfway to the next binade: ties to even = infinity
+  CHECK(float_to_half(1.0f + std::ldexp(1.0f, -11)) == 0x3C00);  // tie, even stays
   CHECK(float_to_half(1.0f + 3 * std::ldexp(1.0f, -11)) == 0x3C02);  // tie, odd rounds up
   CHECK(float_to_half(std::ldexp(1.0f, -24)) == 0x0001);             // smallest subnormal
   CHECK(float_to_half(std::ldexp(1.0f, -25)) == 0x0000);             // tie to even: zero
@@ -58,8 +56,8 @@ TEST_CASE("bfloat16 conversion rounds to nearest even", "[collectives][reduce]")
 }
 
 TEST_CASE("reduce_into matches the reference for every dtype and op", "[collectives][reduce]") {
-  const ReduceOp ops[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax,
-                          ReduceOp::kBAnd, ReduceOp::kBOr, ReduceOp::kBXor};
+  const ReduceOp ops[] = {ReduceOp::kSum,  ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax,
+                          ReduceOp::kBAnd, ReduceOp::kBOr,  ReduceOp::kBXor};
   for (DType t : kAllDTypes) {
     for (ReduceOp op : ops) {
       for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{1031}}) {

@@ -1,6 +1,6 @@
 #pragma once
 // The transport conformance suite: test bodies that every rank of a world runs over a Mesh, written once and
-// run against every transport built, in threads (test_transports.cpp) and in processes (mp_conformance.cpp).
+// run against every transport built, in threads (test_transports.cpp) and in processes (mp_transports.cpp).
 // Rank bodies never assert; they record failures in a RankLog that the main thread (or the process) checks.
 
 #include <cstdint>

@@ -3,6 +3,7 @@
 
 usage: mp_tests.py DCOMM_RUN MP_TRANSPORTS CASE
   conformance_N   N ranks over shm: every rank exits 0
+  conformance_streamed_N   the same without CMA and with small rings and chunks
   peer_killed_N   N ranks; the last kills itself (SIGKILL) while rank 0 sends to it: every survivor fails
                   within a few seconds (the op timeout is 120 s) naming the dead rank, its pid and its host
 Exits 0 when the case passes, 1 with the launcher's output when it fails.
@@ -31,13 +32,19 @@ def fail(what, r):
     sys.exit(1)
 
 
-def conformance(nproc):
-    r = run(nproc, "conformance")
+def conformance(nproc, extra_env=None):
+    r = run(nproc, "conformance", extra_env)
     if r.returncode != 0:
         fail(f"conformance over shm with {nproc} processes failed", r)
     for rank in range(nproc):
         if f"rank {rank} over shm: 0 failure(s)" not in r.stdout:
             fail(f"rank {rank} did not report a clean run over shm", r)
+
+
+def conformance_streamed(nproc):
+    # No cross-memory attach, and small rings, eager limits and chunks: large messages stream through the ring.
+    conformance(nproc, {"DCOMM_SHM_CMA": "0", "DCOMM_SHM_RING_BYTES": "65536", "DCOMM_SHM_EAGER_BYTES": "1000",
+                        "DCOMM_SHM_CHUNK_BYTES": "16000"})
 
 
 def peer_killed(nproc):
@@ -60,5 +67,6 @@ def peer_killed(nproc):
 if __name__ == "__main__":
     DCOMM_RUN, MP_TRANSPORTS, CASE = sys.argv[1], sys.argv[2], sys.argv[3]
     name, nproc = CASE.rsplit("_", 1)
-    {"conformance": conformance, "peer_killed": peer_killed}[name](int(nproc))
+    cases = {"conformance": conformance, "conformance_streamed": conformance_streamed, "peer_killed": peer_killed}
+    cases[name](int(nproc))
     print(f"{CASE}: passed")

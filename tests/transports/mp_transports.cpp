@@ -136,6 +136,13 @@ int main(int argc, char** argv) {
     int rc = mode == "conformance" ? conformance(*mesh) : mode == "peer_killed" ? peer_killed(*mesh)
              : mode == "bench"     ? bench(*mesh)
                                    : (std::fprintf(stderr, "unknown mode %s\n", mode.c_str()), kExitFail);
+    // Every rank finishes its cases before any closes: an early exit looks like a failed peer to the others.
+    if (mode != "peer_killed") {
+      boot.store->set(fmt::format("done/{}", mesh->rank()), std::string("1"));
+      std::vector<std::string> keys;
+      for (int r = 0; r < mesh->size(); ++r) keys.push_back(fmt::format("done/{}", r));
+      boot.store->wait(keys, std::chrono::seconds(120));
+    }
     mesh->close();
     return rc;
   } catch (const std::exception& e) {

@@ -5,7 +5,10 @@
 
 #include <thread>
 
+#include <unistd.h>
+
 #include <dcomm/error.hpp>
+#include <dcomm/store.hpp>
 
 #include "tests/transports/world.hpp"
 
@@ -134,4 +137,55 @@ TEST_CASE("several threads drive one rank's mesh at once", "[transport]") {
     });
     require_no_failures(failures);
   }
+}
+
+TEST_CASE("mesh setup names the ranks that never joined and leaves no shared memory behind", "[transport]") {
+  for (const auto& name : dcomm::test::in_process_transports()) {
+    INFO("transport " << name);
+    auto store = dcomm::make_memory_store(std::chrono::seconds(5));
+    std::vector<std::string> errors(2);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 2; ++r) {  // a world of 3 in which rank 2 never starts
+      threads.emplace_back([&, r] {
+        dcomm::transport::PeerInfo self{r, r, 0, "test-host", "localhost", static_cast<int>(::getpid())};
+        dcomm::transport::MeshOptions opts;
+        opts.forced_transport = name;
+        opts.timeout = std::chrono::milliseconds(500);
+        try {
+          dcomm::transport::Mesh::create(store, self, 3, opts);
+          errors[static_cast<std::size_t>(r)] = "no error";
+        } catch (const dcomm::TimeoutError& e) {
+          errors[static_cast<std::size_t>(r)] = e.what();
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (const auto& e : errors) {
+      CHECK_THAT(e, Catch::Contains("rank(s) 2 did not publish their peer info") && Catch::Contains("timeout 500 ms"));
+    }
+    std::string world_id = store->get_string("mesh/0/world_id");
+    for (int r = 0; r < 3; ++r) {
+      std::string path = "/dev/shm/dcomm-" + world_id + "-" + std::to_string(r);
+      CHECK(::access(path.c_str(), F_OK) != 0);
+    }
+  }
+}
+
+TEST_CASE("shm segments are unlinked once every peer has mapped them", "[transport]") {
+  auto store = dcomm::make_memory_store(std::chrono::seconds(30));
+  std::vector<int> visible(2, -1);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      dcomm::transport::PeerInfo self{r, r, 0, "test-host", "localhost", static_cast<int>(::getpid())};
+      dcomm::transport::MeshOptions opts;
+      opts.forced_transport = "shm";
+      auto mesh = dcomm::transport::Mesh::create(store, self, 2, opts);
+      std::string path = "/dev/shm/dcomm-" + store->get_string("mesh/0/world_id") + "-" + std::to_string(r);
+      visible[static_cast<std::size_t>(r)] = ::access(path.c_str(), F_OK) == 0 ? 1 : 0;
+      mesh->close();
+    });
+  }
+  for (auto& t : threads) t.join();
+  CHECK(visible == std::vector<int>{0, 0});
 }

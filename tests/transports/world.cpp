@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <barrier>
 #include <thread>
 
 #include "transports/registry.hpp"
@@ -22,21 +23,26 @@ std::vector<std::string> run_world(const std::string& transport, int world_size,
   auto store = make_memory_store(std::chrono::seconds(60));
   std::vector<RankLog> logs(static_cast<std::size_t>(world_size));
   std::vector<std::thread> threads;
+  // Ranks close their meshes only once every body has finished: a rank that closes early would look like a
+  // failed peer to the ones still running (a closed shm or loopback peer is reported as gone).
+  std::barrier<> finished(world_size);
   for (int r = 0; r < world_size; ++r) {
     threads.emplace_back([&, r] {
       RankLog& log = logs[static_cast<std::size_t>(r)];
+      std::shared_ptr<transport::Mesh> mesh;
       try {
         transport::PeerInfo self{r, r, 0, "test-host", "localhost", static_cast<int>(::getpid())};
         transport::MeshOptions opts;
         opts.forced_transport = transport;
         opts.timeout = std::chrono::seconds(60);
         opts.liveness_interval = std::chrono::milliseconds(50);
-        auto mesh = transport::Mesh::create(store, self, world_size, opts);
+        mesh = transport::Mesh::create(store, self, world_size, opts);
         body(*mesh, log);
-        mesh->close();
       } catch (const std::exception& e) {
         log.failures.push_back(fmt::format("threw: {}", e.what()));
       }
+      finished.arrive_and_wait();
+      if (mesh) mesh->close();
     });
   }
   for (auto& t : threads) t.join();

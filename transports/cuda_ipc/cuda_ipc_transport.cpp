@@ -80,8 +80,8 @@ class CudaIpcTransport final : public Transport {
       in >> nonce >> devices >> seg;
       if (devices <= 0) {
         throw InvalidUsageError(fmt::format("cuda_ipc rank {}: rank {} on {} sees no CUDA device, so device buffers "
-                                            "cannot move between them; check CUDA_VISIBLE_DEVICES on both, or set "
-                                            "DCOMM_TRANSPORT=shm", ctx_.self.rank, info.rank, info.hostname));
+                                            "cannot move between them; check CUDA_VISIBLE_DEVICES on both, or use host "
+                                            "buffers", ctx_.self.rank, info.rank, info.hostname));
       }
       Peer& p = peers_.at(static_cast<std::size_t>(info.rank));
       p.info = info;
@@ -102,7 +102,6 @@ class CudaIpcTransport final : public Transport {
     }
     ControlRecord rec;
     rec.kind = ControlRecord::kMessage;
-    rec.seq = p.next_seq++;
     rec.tag = tag;
     rec.bytes = bytes;
     if (bytes > 0) {
@@ -112,6 +111,7 @@ class CudaIpcTransport final : public Transport {
       rec.offset = r.offset;
       rec.handle = r.handle;
     }
+    rec.seq = p.next_seq++;  // only once nothing can fail any more
     p.sends.emplace(rec.seq, SendState{std::move(op), bytes});
     post(p, rec);
   }

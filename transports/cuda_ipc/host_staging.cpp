@@ -52,7 +52,7 @@ void* StagingPool::acquire() {
   void* p = nullptr;
   cuda::check(cudaHostAlloc(&p, chunk_bytes_, cudaHostAllocPortable),
               fmt::format("host staging: cudaHostAlloc of a {} chunk (pinned memory is limited by ulimit -l and "
-                          "physical memory; lower DCOMM_STAGING_CHUNK_BYTES)", format_bytes(chunk_bytes_)));
+                          "physical memory; use a smaller chunk)", format_bytes(chunk_bytes_)));
   all_.push_back(p);
   return p;
 }

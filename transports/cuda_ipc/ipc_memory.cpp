@@ -44,8 +44,8 @@ ExportedRange export_range(const void* data, bool with_handle) {
   if (with_handle) {
     cuda::check(cudaIpcGetMemHandle(&r.handle, reinterpret_cast<void*>(base)),
                 fmt::format("cuda_ipc: cudaIpcGetMemHandle for the allocation at {:#x} holding {} (memory from "
-                            "cudaMallocAsync pools or cudaMallocManaged cannot be shared; use cudaMalloc, or "
-                            "DCOMM_TRANSPORT=shm to stage through host memory)", r.base, data));
+                            "cudaMallocAsync pools or cudaMallocManaged cannot be shared; send from memory that "
+                            "cudaMalloc returned)", r.base, data));
   }
   return r;
 }

@@ -1,0 +1,166 @@
+// Collectives through the process group: issue order of async calls, forced algorithms, explain, subgroups,
+// timeouts that name the call, and poisoning after abort.
+
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <thread>
+
+#include "tests/runtime/ranks.hpp"
+
+using namespace dcomm;
+using dcomm::test::run_ranks;
+using dcomm::test::value_of;
+
+namespace {
+
+std::string first(const std::vector<std::string>& f) { return f.empty() ? "" : f.front(); }
+
+double sum_over_ranks(int size, std::size_t i) {
+  double s = 0;
+  for (int r = 0; r < size; ++r) s += value_of(r, i);
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("async collectives run in issue order and each gets its own result", "[runtime][group]") {
+  auto failures = run_ranks(3, [](ProcessGroup& pg, std::vector<std::string>& f) {
+    constexpr int kCalls = 6;
+    std::vector<std::vector<double>> bufs(kCalls, std::vector<double>(1001));
+    std::vector<WorkPtr> works;
+    for (int c = 0; c < kCalls; ++c) {
+      for (std::size_t i = 0; i < bufs[c].size(); ++i) bufs[c][i] = value_of(pg.rank(), i) * (c + 1);
+      CollectiveOptions o;
+      o.async_op = true;
+      works.push_back(pg.all_reduce(Buffer(bufs[c]), ReduceOp::kSum, o));
+    }
+    wait_all(works);
+    for (int c = 0; c < kCalls; ++c) {
+      RANK_EXPECT(f, works[c]->is_completed(), "handle completed");
+      for (std::size_t i = 0; i < bufs[c].size(); i += 97) {
+        RANK_EXPECT(f, bufs[c][i] == sum_over_ranks(3, i) * (c + 1), "call " + std::to_string(c) + " element " + std::to_string(i));
+      }
+    }
+  });
+  INFO(first(failures));
+  CHECK(failures.empty());
+}
+
+TEST_CASE("every algorithm can be forced per call and per group, and unknown names are refused", "[runtime][group]") {
+  auto failures = run_ranks(5, [](ProcessGroup& pg, std::vector<std::string>& f) {
+    for (const std::string& name : algorithms(Collective::kAllReduce)) {
+      std::vector<double> x(37);
+      for (std::size_t i = 0; i < x.size(); ++i) x[i] = value_of(pg.rank(), i);
+      CollectiveOptions o;
+      o.algorithm = name;
+      pg.all_reduce(Buffer(x), ReduceOp::kSum, o);
+      for (std::size_t i = 0; i < x.size(); ++i) RANK_EXPECT(f, x[i] == sum_over_ranks(5, i), name + " result");
+    }
+    pg.set_algorithm(Collective::kAllReduce, "ring");
+    RANK_EXPECT(f, pg.explain(Collective::kAllReduce, 1 << 20).find("ring") != std::string::npos, "explain names ring");
+    try {
+      std::vector<float> y(4, 1.0f);
+      CollectiveOptions o;
+      o.algorithm = "no_such_algorithm";
+      pg.all_reduce(Buffer(y), ReduceOp::kSum, o);
+      f.push_back("an unknown algorithm was accepted");
+    } catch (const InvalidUsageError& e) {
+      RANK_EXPECT(f, std::string(e.what()).find("ring") != std::string::npos, std::string("lists valid names: ") + e.what());
+    }
+    pg.barrier();
+  });
+  INFO(first(failures));
+  CHECK(failures.empty());
+}
+
+TEST_CASE("split and new_group make independent groups over the same ranks", "[runtime][group]") {
+  auto failures = run_ranks(5, [](ProcessGroup& pg, std::vector<std::string>& f) {
+    int r = pg.rank();
+    // Colors: even and odd world ranks; key reverses the order inside each color.
+    auto sub = pg.split(r % 2, -r);
+    RANK_EXPECT(f, sub != nullptr, "split returns a group");
+    int expect_size = r % 2 == 0 ? 3 : 2;
+    RANK_EXPECT(f, sub->size() == expect_size, "subgroup size");
+    std::vector<int64_t> mine = {r};
+    std::vector<int64_t> all(static_cast<std::size_t>(sub->size()));
+    sub->all_gather(Buffer(mine), Buffer(all));
+    for (int g = 0; g < sub->size(); ++g) {
+      // Ordered by key = -rank: the highest world rank of the color comes first.
+      int64_t expect = (r % 2 == 0 ? 4 : 3) - 2 * g;
+      RANK_EXPECT(f, all[static_cast<std::size_t>(g)] == expect, "split member order");
+    }
+    // A subgroup's any-source receive reports group ranks, not world ranks.
+    if (sub->size() == 2) {
+      std::vector<int32_t> v = {r};
+      if (sub->rank() == 1) {
+        sub->send(Buffer(v), 0, 0);
+      } else {
+        auto w = sub->recv(Buffer(v), kAnySource, 0);
+        RANK_EXPECT(f, w->source() == 1 && v[0] == 1, "group-rank source in a subgroup");
+      }
+    }
+    auto pair = pg.new_group({4, 1});
+    RANK_EXPECT(f, (pair != nullptr) == (r == 4 || r == 1), "new_group membership");
+    if (pair) {
+      RANK_EXPECT(f, pair->rank() == (r == 4 ? 0 : 1), "new_group rank order follows the list");
+      std::vector<double> x = {value_of(r, 0)};
+      pair->all_reduce(Buffer(x), ReduceOp::kMax);
+      RANK_EXPECT(f, x[0] == value_of(4, 0), "new_group all_reduce");
+    }
+    auto none = pg.split(r == 2 ? -1 : 0, 0);
+    RANK_EXPECT(f, (none == nullptr) == (r == 2), "a negative color joins no group");
+    pg.barrier();
+  });
+  INFO(first(failures));
+  CHECK(failures.empty());
+}
+
+TEST_CASE("a collective a peer never joins times out naming the call, and poisons the group", "[runtime][group]") {
+  static std::atomic<bool> rank0_done{false};
+  rank0_done = false;
+  auto failures = run_ranks(2, [](ProcessGroup& pg, std::vector<std::string>& f) {
+    if (pg.rank() == 1) {
+      // Stay alive (so this is a timeout, not a dead peer) until rank 0 has seen its error.
+      for (int i = 0; i < 3000 && !rank0_done; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      return;
+    }
+    std::vector<float> x(10, 1.0f);
+    CollectiveOptions o;
+    o.timeout = std::chrono::milliseconds(500);
+    try {
+      pg.all_reduce(Buffer(x), ReduceOp::kSum, o);
+      f.push_back("all_reduce without its peer returned");
+    } catch (const Error& e) {
+      std::string msg = e.what();
+      RANK_EXPECT(f, e.code() == ErrorCode::kTimeout, "a timeout: " + msg);
+      RANK_EXPECT(f, msg.find("all_reduce") != std::string::npos, "names the op: " + msg);
+      RANK_EXPECT(f, msg.find("rank 1") != std::string::npos, "names the peer: " + msg);
+    }
+    try {
+      pg.barrier();
+      f.push_back("a poisoned group accepted a barrier");
+    } catch (const Error& e) {
+      RANK_EXPECT(f, std::string(e.what()).find("failed earlier") != std::string::npos, e.what());
+    }
+    rank0_done = true;
+  });
+  INFO(first(failures));
+  CHECK(failures.empty());
+}
+
+TEST_CASE("abort fails queued work and poisons the group", "[runtime][group]") {
+  auto failures = run_ranks(2, [](ProcessGroup& pg, std::vector<std::string>& f) {
+    pg.barrier();
+    pg.abort();
+    std::vector<int32_t> x(3, 1);
+    try {
+      pg.all_reduce(Buffer(x), ReduceOp::kSum);
+      f.push_back("all_reduce after abort returned");
+    } catch (const Error& e) {
+      RANK_EXPECT(f, e.code() == ErrorCode::kAborted, std::string("aborted: ") + e.what());
+    }
+  });
+  INFO(first(failures));
+  CHECK(failures.empty());
+}

@@ -1,0 +1,35 @@
+#pragma once
+// A communication library the bench measures: dcomm itself, and (with --vs mpi) OpenMPI on the same ranks.
+// Both run the same Case on the same Workspace through measure(), so their numbers differ only by the library.
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "tools/bench/case.hpp"
+
+namespace dcomm::bench {
+
+class Library {
+ public:
+  virtual ~Library() = default;
+  virtual std::string name() const = 0;  ///< "dcomm", "mpi"
+  /// Empty when the library can run the case; otherwise why not (e.g. MPI has no bfloat16 sum).
+  virtual std::string unsupported(const Case& c) const = 0;
+  /// Synchronizes the ranks before a case's iterations.
+  virtual void barrier(const Case& c) = 0;
+  /// One call of the case's collective, complete on return; throws on failure or timeout.
+  virtual void run_once(const Case& c, const Workspace& ws) = 0;
+};
+
+/// What one rank measured for one case.
+struct LocalResult {
+  std::vector<double> times_us;  ///< one per timed iteration
+  std::size_t wrong = 0;         ///< elements that failed --check, over every iteration
+};
+
+class Watchdog;
+/// Warmup, then timed iterations, filling and checking around each (untimed) when c.check.
+LocalResult measure(Library& lib, const Case& c, Workspace& ws, Watchdog* watchdog);
+
+}  // namespace dcomm::bench

@@ -1,0 +1,33 @@
+#include <chrono>
+
+#include "tools/bench/library.hpp"
+#include "tools/bench/watchdog.hpp"
+
+namespace dcomm::bench {
+
+LocalResult measure(Library& lib, const Case& c, Workspace& ws, Watchdog* watchdog) {
+  LocalResult out;
+  out.times_us.reserve(static_cast<std::size_t>(c.iters));
+  // Without --check the inputs are written once; an in-place reduction then compounds over the iterations,
+  // which costs the same time.
+  if (!c.check) ws.fill(0);
+  if (watchdog) watchdog->arm();
+  lib.barrier(c);
+  if (watchdog) watchdog->disarm();
+  for (int k = 0; k < c.warmup + c.iters; ++k) {
+    if (c.check) ws.fill(k);
+    if (watchdog) watchdog->arm();
+    const auto t0 = std::chrono::steady_clock::now();
+    lib.run_once(c, ws);
+    device_sync(c.device);
+    const auto t1 = std::chrono::steady_clock::now();
+    if (watchdog) watchdog->disarm();
+    // sendrecv is a ping-pong: report the one-way time, half the round trip, as OSU's latency test does.
+    const double us = std::chrono::duration<double, std::micro>(t1 - t0).count();
+    if (k >= c.warmup) out.times_us.push_back(c.coll == Coll::kSendRecv ? us / 2 : us);
+    if (c.check) out.wrong += ws.count_wrong(k);
+  }
+  return out;
+}
+
+}  // namespace dcomm::bench

@@ -1,0 +1,31 @@
+#pragma once
+// How results are shown: the nccl-tests-style table on stdout (rank 0), and the JSON and CSV files.
+
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "tools/bench/args.hpp"
+#include "tools/bench/row.hpp"
+
+namespace dcomm::bench {
+
+/// The column header lines, starting with '#'.
+std::string table_header(bool vs_mpi);
+/// One row as a table line (no newline).
+std::string table_line(const Row& row, bool vs_mpi);
+/// The footer: average bus bandwidth per collective, library and algorithm, and the total of wrong elements.
+std::string table_footer(const std::vector<Row>& rows);
+
+/// Average busbw of the rows that ran, grouped by (collective, library, algorithm), in first-seen order.
+struct BusbwAverage {
+  std::string collective, library, algorithm;
+  double gbps = 0;
+};
+std::vector<BusbwAverage> average_busbw(const std::vector<Row>& rows);
+
+/// The whole run as JSON (see docs/benchmark.md for the schema) and as CSV, one line per row.
+std::string to_json(const Options& opts, int world, const std::vector<Row>& rows);
+std::string to_csv(const std::vector<Row>& rows);
+
+}  // namespace dcomm::bench
