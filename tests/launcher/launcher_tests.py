@@ -182,6 +182,36 @@ def case_grace_then_kill():
           "the 0.5 s grace period")
 
 
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def wait_all_dead(pids, r=None):
+    deadline = time.monotonic() + PROMPT_STOP_S
+    left = pids
+    while left and time.monotonic() < deadline:
+        left = [pid for pid in pids if alive(pid)]
+        time.sleep(0.1)
+    check(not left, f"processes {left} outlived dcomm-run", r)
+
+
+def case_launcher_killed():
+    # Ranks must not outlive a launcher that is killed outright (no chance to forward anything).
+    p = start_and_wait_ready(["--nproc-per-node", "3", "--", PROBE, "sleep-ignore"], 3)
+    ranks = []
+    for task in os.listdir(f"/proc/{p.pid}/task"):
+        with open(f"/proc/{p.pid}/task/{task}/children") as f:
+            ranks += [int(x) for x in f.read().split()]
+    check(len(ranks) == 3, f"dcomm-run has {len(ranks)} children, expected 3")
+    p.kill()
+    p.wait()
+    wait_all_dead(ranks)
+
+
 def case_restart():
     args = ["--nproc-per-node", "3", "--", PROBE, "fail-first-round", "1", "3"]
     r = run(["--max-restarts", "2"] + args)
@@ -199,13 +229,7 @@ def case_grandchildren_stopped():
     check(r.returncode == 1, "rank 1's exit code 3 fails the run", r)
     pids = [int(m) for m in re.findall(r"grandchild (\d+)", r.stdout)]
     check(len(pids) == 2, "both ranks started a grandchild", r)
-    deadline = time.monotonic() + PROMPT_STOP_S
-    alive = pids
-    while alive and time.monotonic() < deadline:
-        alive = [pid for pid in pids if os.path.exists(f"/proc/{pid}") and
-                 open(f"/proc/{pid}/stat").read().split(")")[-1].split()[0] != "Z"]
-        time.sleep(0.1)
-    check(not alive, f"grandchildren {alive} outlived the run", r)
+    wait_all_dead(pids, r)
 
 
 BAD_COMMAND_LINES = [
@@ -296,6 +320,26 @@ def case_cannot_start():
     check("dcomm-run: stopped by dcomm-run after the failure: ranks 0, 1" in r0.stderr, "node 0 stopped its ranks", r0)
 
 
+def case_rdzv_endpoint():
+    # A store that already runs (here: the one a single-node dcomm-run hosts) serves two launchers that host none.
+    port = free_port()
+    host = start_and_wait_ready(["--nproc-per-node", "1", "--master-port", port, "--", PROBE, "sleep"], 1)
+    try:
+        procs = []
+        for node in range(2):
+            args = ["--nnodes", "2", "--node-rank", str(node), "--nproc-per-node", "2", "--rdzv-endpoint",
+                    f"127.0.0.1:{port}", "--", PROBE, "env"]
+            procs.append(subprocess.Popen([DCOMM_RUN] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                          text=True))
+        results = finish(procs)
+    finally:
+        host.send_signal(signal.SIGTERM)
+        host.communicate(timeout=RUN_TIMEOUT_S)
+    for node, r in enumerate(results):
+        check_env(r, 2, nnodes=2, node_rank=node)
+        check(parse_env(r.stdout, node * 2)["MASTER_PORT"] == port, "the ranks use the endpoint's port", r)
+
+
 def case_nodes_disagree():
     for r in finish(start_nodes([0, 1], ["env"], nproc=(2, 3))):
         check(r.returncode == 3 and "dcomm-run: error: nodes disagree: node 1 (host " in r.stderr and
@@ -319,6 +363,20 @@ def case_node0_lost():
     check(r.returncode == 3 and "dcomm-run: error: lost the store at 127.0.0.1:" in r.stderr, "node 1 exits 3", r)
     for rank in (2, 3):
         check(f"rank {rank} got SIGTERM" in r.stdout, f"node 1 stopped rank {rank}", r)
+
+
+def case_node1_lost():
+    # Node 1's launcher is killed outright: node 0 misses its heartbeat and stops the world.
+    node0, node1 = start_nodes([0, 1], ["sleep"], options=["--node-timeout", "2", "--max-restarts", "1"])
+    wait_ready(node0, 2)
+    wait_ready(node1, 2)
+    node1.kill()
+    node1.wait()
+    (r,) = finish([node0])
+    check(r.returncode == 3 and re.search(r"\[1\] dcomm-run on node 1 \(host \S+\) stopped responding: no heartbeat",
+                                          r.stderr) and "restarting" not in r.stderr, "node 0 exits 3 naming node 1", r)
+    for rank in (0, 1):
+        check(f"rank {rank} got SIGTERM" in r.stdout, f"node 0 stopped rank {rank}", r)
 
 
 def case_remote_interrupt():

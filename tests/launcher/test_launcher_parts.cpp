@@ -68,7 +68,8 @@ TEST_CASE("command line: options, defaults and the program after --") {
   LaunchOptions standalone = parse({"--standalone", "--nproc-per-node", "2", "--", "p"});
   CHECK((standalone.master_addr == "127.0.0.1" && standalone.master_port == 0));
 
-  LaunchOptions endpoint = parse({"--nproc-per-node", "2", "--nnodes", "2", "--rdzv-endpoint", "[::1]:7000", "--", "p"});
+  LaunchOptions endpoint =
+      parse({"--nproc-per-node", "2", "--nnodes", "2", "--rdzv-endpoint", "[::1]:7000", "--", "p"});
   CHECK((endpoint.master_addr == "::1" && endpoint.master_port == 7000 && !endpoint.host_store));
 }
 

@@ -17,6 +17,8 @@ namespace {
 constexpr Duration kPollInterval = std::chrono::milliseconds(100);
 // One connect attempt's bound, so that a signal is noticed while node 0's launcher is not up yet.
 constexpr Duration kConnectSlice = std::chrono::seconds(2);
+// How often launchers beat (and node 0 looks at the beats), unless --node-timeout asks for less.
+constexpr Duration kHeartbeatInterval = std::chrono::seconds(1);
 
 std::string round_key(int round, const char* what) { return fmt::format("round/{}/{}", round, what); }
 
@@ -77,9 +79,13 @@ std::string NodeRendezvous::join(const std::string& proposed_run_id) {
   store_->add("joined", 1);
   if (k != 0) check_agreement(k, info, node0);
   wait_for_all("joined", options_.rdzv_timeout, "rendezvous");
+  hosts_.assign(static_cast<std::size_t>(options_.nnodes), "unknown");
+  hosts_[0] = node0["host"].get<std::string>();
   if (k == 0) {
     for (int n = 1; n < options_.nnodes; ++n) {
-      check_agreement(n, nlohmann::json::parse(store_->get_string(fmt::format("node/{}/info", n))), node0);
+      nlohmann::json other = nlohmann::json::parse(store_->get_string(fmt::format("node/{}/info", n)));
+      check_agreement(n, other, node0);
+      hosts_[static_cast<std::size_t>(n)] = other["host"].get<std::string>();
     }
   }
   return run_id;
@@ -130,7 +136,41 @@ void NodeRendezvous::check_agreement(int node, const nlohmann::json& info, const
   }
 }
 
+void NodeRendezvous::heartbeat(int round) {
+  const auto now = Clock::now();
+  if (now < next_beat_) return;
+  next_beat_ = now + std::min<Duration>(kHeartbeatInterval, options_.node_timeout / 4);
+  if (options_.node_rank != 0) {
+    store_->add(fmt::format("node/{}/beat", options_.node_rank), 1);
+    return;
+  }
+  if (round != beat_round_) {  // a new round: between rounds nobody beats, so every clock starts afresh
+    beat_round_ = round;
+    beats_.assign(static_cast<std::size_t>(options_.nnodes), Beat{-1, now});
+  }
+  for (int n = 1; n < options_.nnodes; ++n) {
+    Beat& b = beats_[static_cast<std::size_t>(n)];
+    int64_t count = store_->add(fmt::format("node/{}/beat", n), 0);
+    if (count != b.count) {
+      b = {count, now};
+      continue;
+    }
+    if (now - b.changed < options_.node_timeout) continue;
+    RankExit lost;
+    lost.node_rank = n;
+    lost.host = hosts_[static_cast<std::size_t>(n)];
+    lost.code = kExitLauncherError;
+    lost.note = fmt::format("stopped responding: no heartbeat in the store for {} (--node-timeout {}); was it "
+                            "killed, or its machine lost?",
+                            format_duration(std::chrono::duration_cast<Duration>(now - b.changed)),
+                            format_duration(options_.node_timeout));
+    report_failure(round, lost);
+    return;
+  }
+}
+
 std::optional<RankExit> NodeRendezvous::first_failure(int round) {
+  heartbeat(round);
   const std::string key = round_key(round, "failed");
   if (!store_->check({key})) return std::nullopt;
   return decode_exit(store_->get_string(key));

@@ -8,14 +8,17 @@
 //   round/<r>/failed          the round's first failure (compare-set, so the first one wins), as JSON
 //   round/<r>/succeeded       counter: nodes whose ranks all exited 0 in round r
 //   round/<r>/stopped         counter: nodes that stopped their ranks after round r failed (restart barrier)
+//   node/<k>/beat             counter: node k's heartbeat (k > 0), which node 0's launcher watches during rounds
 //   done                      counter: launchers that have finished (node 0 keeps the store up until all have)
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <dcomm/store.hpp>
 #include <nlohmann/json.hpp>
 
+#include "common/deadline.hpp"
 #include "tools/run/node_link.hpp"
 #include "tools/run/options.hpp"
 #include "tools/run/signals.hpp"
@@ -61,11 +64,23 @@ class NodeRendezvous final : public NodeLink {
   void wait_for_key(const std::string& key, Duration bound);
   /// Throws LaunchError when node `node`'s settings differ from node 0's.
   static void check_agreement(int node, const nlohmann::json& info, const nlohmann::json& node0);
+  /// Sends this node's heartbeat (nodes > 0) or checks the others' (node 0), at most once per interval.
+  /// On node 0, reports a node whose heartbeat stopped for --node-timeout as the round's failure.
+  void heartbeat(int round);
+
+  struct Beat {
+    int64_t count = -1;
+    Clock::time_point changed;
+  };
 
   const LaunchOptions& options_;
   std::shared_ptr<Store> store_;
   SignalWatcher& signals_;
   std::string host_;
+  std::vector<std::string> hosts_;  ///< every node's host, from the rendezvous
+  std::vector<Beat> beats_;
+  int beat_round_ = -1;
+  Clock::time_point next_beat_{};
 };
 
 }  // namespace dcomm::run

@@ -21,7 +21,9 @@ Duration seconds_option(const char* name, double seconds, bool allow_zero) {
 // Cross-option rules CLI11 cannot express; each message names the options involved.
 void validate(LaunchOptions& o, bool port_given, bool addr_given) {
   if (o.command.empty()) throw UsageError("no program to run; usage: dcomm-run [options] -- program [args...]");
-  if (o.nproc_per_node <= 0) throw UsageError(fmt::format("--nproc-per-node must be at least 1 (got {})", o.nproc_per_node));
+  if (o.nproc_per_node <= 0) {
+    throw UsageError(fmt::format("--nproc-per-node must be at least 1 (got {})", o.nproc_per_node));
+  }
   if (o.nnodes <= 0) throw UsageError(fmt::format("--nnodes must be at least 1 (got {})", o.nnodes));
   if (o.node_rank < 0 || o.node_rank >= o.nnodes) {
     throw UsageError(fmt::format("--node-rank must be in [0, {}) for --nnodes {} (got {})", o.nnodes, o.nnodes,
@@ -33,7 +35,9 @@ void validate(LaunchOptions& o, bool port_given, bool addr_given) {
   }
   if (o.standalone) {
     if (o.nnodes != 1) throw UsageError(fmt::format("--standalone runs one node, but --nnodes is {}", o.nnodes));
-    if (addr_given || port_given) throw UsageError("--standalone picks its own store address; drop --master-addr/--master-port");
+    if (addr_given || port_given) {
+      throw UsageError("--standalone picks its own store address; drop --master-addr/--master-port");
+    }
     o.master_addr = "127.0.0.1";
     o.master_port = 0;
   }
@@ -79,6 +83,7 @@ CommandLine parse_command_line(int argc, char** argv) {
   LaunchOptions& o = out.options;
   double grace_s = 5.0;
   double rdzv_timeout_s = 300.0;
+  double node_timeout_s = 30.0;
   std::string endpoint;
   bool no_prefix = false;
 
@@ -100,6 +105,8 @@ CommandLine parse_command_line(int argc, char** argv) {
   app.add_option("--failure-window", window_s,
                  "seconds the other ranks get to report a failed rank and exit before SIGTERM (default 3)");
   app.add_option("--rdzv-timeout", rdzv_timeout_s, "seconds to wait for every node to join (default 300)");
+  app.add_option("--node-timeout", node_timeout_s,
+                 "seconds without a heartbeat after which another node's launcher counts as lost (default 30)");
   app.add_option("--host-id", o.host_id, "exported as DCOMM_HOST_ID: ranks with equal ids share a node");
   app.add_flag("--no-prefix", no_prefix, "do not prefix output lines with [rank R]: ");
   // Everything after "--" (or after the first word that is not an option) is the program and its arguments.
@@ -127,6 +134,7 @@ CommandLine parse_command_line(int argc, char** argv) {
   o.grace_period = seconds_option("--grace-period", grace_s, true);
   o.failure_window = seconds_option("--failure-window", window_s, true);
   o.rdzv_timeout = seconds_option("--rdzv-timeout", rdzv_timeout_s, false);
+  o.node_timeout = seconds_option("--node-timeout", node_timeout_s, false);
   if (!endpoint.empty()) {
     parse_endpoint(endpoint, &o.master_addr, &o.master_port);
     o.host_store = false;

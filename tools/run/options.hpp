@@ -28,6 +28,8 @@ struct LaunchOptions {
   /// own before they are sent SIGTERM. 0: SIGTERM at once, as torchrun does.
   Duration failure_window = std::chrono::seconds(3);
   Duration rdzv_timeout = std::chrono::seconds(300);
+  /// Node 0's launcher declares another node's launcher lost after this long without its heartbeat.
+  Duration node_timeout = std::chrono::seconds(30);
   std::string host_id;
   bool prefix_output = true;
   std::vector<std::string> command;  ///< the program and its arguments

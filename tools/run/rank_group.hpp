@@ -42,7 +42,8 @@ class RankGroup {
   /// Reaps the exited ranks for good; after this their process groups are no longer signalled.
   void release();
   /// Sends sig to the process group of every rank started this round (exited ranks' groups too, to reach
-  /// grandchildren they left behind; safe because exited ranks are not reaped before release()). Ranks still running are marked as stopped by dcomm-run when `mark_stopped`.
+  /// grandchildren they left behind; safe because exited ranks are not reaped before release()). Ranks still
+  /// running are marked as stopped by dcomm-run when `mark_stopped`.
   void signal_all(int sig, bool mark_stopped);
   bool any_running() const;
   /// Whether any output pipe is still open.

@@ -16,6 +16,9 @@ std::string describe_status(const RankExit& e) {
 }
 
 std::string describe_exit(const RankExit& e) {
+  if (e.rank < 0 && !e.note.empty()) {
+    return fmt::format("dcomm-run on node {} (host {}) {}", e.node_rank, e.host, e.note);
+  }
   if (e.rank < 0) {
     return fmt::format("dcomm-run on node {} (host {}, pid {}) received {}", e.node_rank, e.host, e.pid,
                        describe_status(e));
@@ -25,11 +28,15 @@ std::string describe_exit(const RankExit& e) {
 }
 
 std::string describe_failure_briefly(const RankExit& e) {
+  if (e.rank < 0 && !e.note.empty()) return fmt::format("dcomm-run on node {} {}", e.node_rank, e.note);
   if (e.rank < 0) return fmt::format("dcomm-run on node {} received {}", e.node_rank, describe_status(e));
   return fmt::format("rank {} failed ({})", e.rank, describe_status(e));
 }
 
-int exit_code_for(const RankExit& first) { return first.signaled ? kExitSignalBase + first.code : kExitRankFailed; }
+int exit_code_for(const RankExit& first) {
+  if (first.signaled) return kExitSignalBase + first.code;
+  return first.rank < 0 ? kExitLauncherError : kExitRankFailed;
+}
 
 std::string format_failure_summary(const std::vector<RankExit>& failures, const std::vector<RankExit>& stopped,
                                    int world_size) {
@@ -57,7 +64,7 @@ std::string format_failure_summary(const std::vector<RankExit>& failures, const 
 std::string encode_exit(const RankExit& e) {
   nlohmann::json j = {{"rank", e.rank},   {"local_rank", e.local_rank}, {"node_rank", e.node_rank},
                       {"host", e.host},   {"pid", e.pid},               {"signaled", e.signaled},
-                      {"code", e.code},   {"stderr_tail", e.stderr_tail}};
+                      {"code", e.code},   {"stderr_tail", e.stderr_tail}, {"note", e.note}};
   return j.dump();
 }
 
@@ -77,6 +84,7 @@ RankExit decode_exit(const std::string& text) {
   e.signaled = j.value("signaled", false);
   e.code = j.value("code", 1);
   e.stderr_tail = j.value("stderr_tail", std::vector<std::string>{});
+  e.note = j.value("note", std::string());
   return e;
 }
 

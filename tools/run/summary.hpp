@@ -16,7 +16,8 @@ inline constexpr int kExitLauncherError = 3;  ///< rendezvous timed out, the sto
 inline constexpr int kExitCannotStart = 127;  ///< the program could not be started (not found, not executable)
 inline constexpr int kExitSignalBase = 128;   ///< + N: the first failed rank died of signal N, or dcomm-run got N
 
-/// How a rank ended. rank -1 stands for a node's launcher itself, which received signal `code`.
+/// How a rank ended. rank -1 stands for a node's launcher itself: it received signal `code`, or (with a `note`)
+/// it stopped responding.
 struct RankExit {
   int rank = -1;
   int local_rank = -1;
@@ -27,6 +28,7 @@ struct RankExit {
   int code = 0;
   bool stopped = false;   ///< dcomm-run stopped it (after another rank failed, or forwarding a signal)
   std::vector<std::string> stderr_tail;
+  std::string note;  ///< for rank -1 without a signal: what happened to that launcher
 
   bool failed() const { return signaled || code != 0; }
 };
@@ -37,7 +39,7 @@ std::string describe_status(const RankExit& e);
 std::string describe_exit(const RankExit& e);
 /// "rank 1 failed (exit code 3)", for the restart line.
 std::string describe_failure_briefly(const RankExit& e);
-/// The launcher's exit code when `first` is the root cause: 1, or 128 + signal.
+/// The launcher's exit code when `first` is the root cause: 1, 128 + signal, or 3 for a lost launcher.
 int exit_code_for(const RankExit& first);
 
 /// The summary written to stderr, one "dcomm-run: " line each: the failures, root cause first, each with the

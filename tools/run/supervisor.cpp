@@ -86,6 +86,10 @@ void Supervisor::handle_signals(State& s) {
 void Supervisor::handle_exits(State& s) {
   for (std::size_t i : s.group.reap()) {
     RankGroup::Rank& r = s.group.ranks()[i];
+    // What the rank wrote just before it exited may still be in its pipes: take it first, so the summary's tail
+    // has its last words (bounded: a grandchild may keep writing).
+    for (int reads = 0; reads < kExitDrainReads && (r.out->pump() || r.err->pump()); ++reads) {
+    }
     r.exit.stderr_tail = r.err->tail();
     if (r.exit.stopped) {
       s.result.stopped.push_back(r.exit);

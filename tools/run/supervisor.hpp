@@ -31,6 +31,8 @@ class Supervisor {
   static constexpr Duration kLinkPollInterval = std::chrono::milliseconds(100);
   /// How long output pipes may stay open after every rank exited (a grandchild can hold them).
   static constexpr Duration kDrainTimeout = std::chrono::seconds(2);
+  /// Reads of an exited rank's pipes before its stderr tail is taken.
+  static constexpr int kExitDrainReads = 64;
 
   Supervisor(const LaunchOptions& o, SignalWatcher& signals, NodeLink* link, std::string host)
       : options_(o), signals_(signals), link_(link), host_(std::move(host)) {}
