@@ -137,7 +137,10 @@ RoundResult Supervisor::run_round(const RoundInfo& round) {
       s.killed = true;
     }
     const bool local_done = !s.group.any_running() && (!s.group.any_output_open() || Clock::now() >= s.drain_until);
-    if (local_done && link_ != nullptr && !s.stopping && s.result.link_error.empty()) {
+    // A failure seen (here or on another node) counts as stopping even inside the failure window: this node must
+    // not report success for the round.
+    const bool failing = s.stopping || !s.result.failures.empty();
+    if (local_done && link_ != nullptr && !failing && s.result.link_error.empty()) {
       try {
         if (!s.reported_success) {
           link_->report_success(s.round);
@@ -149,7 +152,7 @@ RoundResult Supervisor::run_round(const RoundInfo& round) {
         s.result.outcome = RoundResult::Outcome::kLinkLost;
       }
     }
-    if (local_done && (others_done || s.stopping || !s.result.link_error.empty())) break;
+    if (local_done && (others_done || failing || !s.result.link_error.empty())) break;
 
     std::vector<pollfd> fds{{signals_.fd(), POLLIN, 0}};
     for (auto& r : s.group.ranks()) {
