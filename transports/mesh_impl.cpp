@@ -77,15 +77,28 @@ void MeshImpl::check_args(const char* op, int peer, uint64_t tag, const void* da
   }
 }
 
+namespace {
+
+// One allocation per request: the request holds its own completion record (Request::op_storage).
+RequestPtr new_request(Request::Kind kind, int peer, uint64_t tag, void* data, std::size_t capacity,
+                       const Device& device) {
+  auto r = std::make_shared<Request>();
+  r->kind = kind;
+  r->peer = peer;
+  r->tag = tag;
+  r->data = data;
+  r->device = device;
+  r->capacity = capacity;
+  return r;
+}
+
+}  // namespace
+
 RequestPtr MeshImpl::isend(int peer, uint64_t tag, const void* data, std::size_t bytes, const Device& device) {
   throw_if_poisoned();
   check_args("send", peer, tag, data, bytes, device, false);
-  auto r = std::make_shared<Request>();
-  r->kind = Request::Kind::kSend;
-  r->peer = peer;
-  r->tag = tag;
-  r->device = device;
-  r->capacity = bytes;
+  // Sends keep their pointer in the transport, not in the request.
+  RequestPtr r = new_request(Request::Kind::kSend, peer, tag, nullptr, bytes, device);
   r->source = rank_;
   std::lock_guard<std::mutex> lock(mu_);
   throw_if_poisoned();
@@ -102,13 +115,7 @@ RequestPtr MeshImpl::isend(int peer, uint64_t tag, const void* data, std::size_t
 RequestPtr MeshImpl::irecv(int peer, uint64_t tag, void* data, std::size_t capacity, const Device& device) {
   throw_if_poisoned();
   check_args("recv", peer, tag, data, capacity, device, true);
-  auto r = std::make_shared<Request>();
-  r->kind = Request::Kind::kRecv;
-  r->peer = peer;
-  r->tag = tag;
-  r->data = data;
-  r->device = device;
-  r->capacity = capacity;
+  RequestPtr r = new_request(Request::Kind::kRecv, peer, tag, data, capacity, device);
   std::lock_guard<std::mutex> lock(mu_);
   throw_if_poisoned();
   if (peer != kAnySource) r->transport = route(peer, device);

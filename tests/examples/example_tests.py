@@ -18,7 +18,7 @@ RUN_TIMEOUT_S = 90  # the bound on one dcomm-run; each case is meant to take a f
 
 # The launcher tests' result checks (check() raises CaseFailed with dcomm-run's exit code and output).
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "launcher"))
-from launcher_tests import CaseFailed, check  # noqa: E402
+from launcher_tests import CaseFailed, check, run_case_from_argv  # noqa: E402
 
 
 def launch(nproc, program_args, launcher_args=()):
@@ -117,25 +117,7 @@ def case_sgd_variants_4():
 
 
 def main():
-    global DCOMM_RUN, PROGRAM
-    if len(sys.argv) != 4:
-        print(__doc__, file=sys.stderr)
-        return 2
-    DCOMM_RUN, PROGRAM, case = sys.argv[1], sys.argv[2], sys.argv[3]
-    fn = globals().get("case_" + case)
-    if fn is None:
-        print(f"no case {case}", file=sys.stderr)
-        return 2
-    try:
-        fn()
-    except CaseFailed as e:
-        print(f"FAILED {case}: {e}", file=sys.stderr)
-        return 1
-    except subprocess.TimeoutExpired as e:
-        print(f"FAILED {case}: dcomm-run did not finish within {e.timeout} s\n{e.stdout}\n{e.stderr}", file=sys.stderr)
-        return 1
-    print(f"passed {case}")
-    return 0
+    return run_case_from_argv(globals(), "PROGRAM", __doc__)
 
 
 if __name__ == "__main__":

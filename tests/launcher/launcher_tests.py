@@ -394,16 +394,38 @@ def case_remote_interrupt():
         check(f"rank {rank} got SIGTERM" in r0.stdout, f"node 0 stopped rank {rank}", r0)
 
 
-def main():
-    global DCOMM_RUN, PROBE
-    DCOMM_RUN, PROBE, case = sys.argv[1], sys.argv[2], sys.argv[3]
+class Skip(Exception):
+    """A case that cannot run here (no root, no network namespaces): exit 77, meson's skip."""
+
+
+def run_case_from_argv(module_globals, program_var, doc):
+    """The drivers' shared main: argv is DCOMM_RUN PROGRAM CASE; runs case_<CASE> of the calling module with
+    DCOMM_RUN and <program_var> set. Returns 0 when it passes, 1 when it fails, 77 when it skips, 2 on bad usage."""
+    if len(sys.argv) != 4:
+        print(doc, file=sys.stderr)
+        return 2
+    module_globals["DCOMM_RUN"], module_globals[program_var], case = sys.argv[1], sys.argv[2], sys.argv[3]
+    fn = module_globals.get("case_" + case)
+    if fn is None:
+        print(f"no case {case}", file=sys.stderr)
+        return 2
     try:
-        globals()["case_" + case]()
+        fn()
+    except Skip as e:
+        print(f"SKIP {case}: {e}")
+        return 77
     except CaseFailed as e:
-        print(f"FAILED {case}: {e}")
+        print(f"FAILED {case}: {e}", file=sys.stderr)
+        return 1
+    except subprocess.TimeoutExpired as e:
+        print(f"FAILED {case}: dcomm-run did not finish within {e.timeout} s\n{e.stdout}\n{e.stderr}", file=sys.stderr)
         return 1
     print(f"passed {case}")
     return 0
+
+
+def main():
+    return run_case_from_argv(globals(), "PROBE", __doc__)
 
 
 if __name__ == "__main__":

@@ -13,15 +13,11 @@ import uuid
 
 # The launcher tests' result checks (check() raises CaseFailed with dcomm-run's exit code and output).
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "launcher"))
-from launcher_tests import CaseFailed, check  # noqa: E402
+from launcher_tests import CaseFailed, Skip, check, run_case_from_argv  # noqa: E402
 
 # Generous bounds: the machine running the tests may be a loaded 2-core box.
 RUN_TIMEOUT_S = 150
 NOTICE_DEAD_PEER_S = 20
-
-
-class Skip(Exception):
-    pass
 
 
 def ucx_env(extra=None):
@@ -126,25 +122,7 @@ def case_netns():
 
 
 def main():
-    global DCOMM_RUN, MP_TRANSPORTS
-    if len(sys.argv) != 4:
-        print(__doc__, file=sys.stderr)
-        return 2
-    DCOMM_RUN, MP_TRANSPORTS, case = sys.argv[1], sys.argv[2], sys.argv[3]
-    fn = globals().get("case_" + case)
-    if fn is None:
-        print(f"no case {case}", file=sys.stderr)
-        return 2
-    try:
-        fn()
-    except Skip as e:
-        print(f"SKIP {case}: {e}")
-        return 77
-    except (CaseFailed, subprocess.TimeoutExpired) as e:
-        print(f"FAIL {case}: {e}", file=sys.stderr)
-        return 1
-    print(f"PASS {case}")
-    return 0
+    return run_case_from_argv(globals(), "MP_TRANSPORTS", __doc__)
 
 
 if __name__ == "__main__":
