@@ -17,12 +17,13 @@ const Buffer& primary(const Args& a) { return a.send.data != nullptr || a.send.c
 
 }  // namespace
 
-Context::Context(const Args& a, const GroupView& v, const Deadline& d, uint64_t s, std::string w, std::size_t chunk)
+Context::Context(const Args& a, const GroupView& v, const Deadline& d, uint64_t s, std::string_view w,
+                 std::size_t chunk)
     : args(a),
       view(v),
       deadline(d),
       seq(s),
-      what(std::move(w)),
+      what(w),
       chunk_bytes(chunk),
       dtype_(primary(a).dtype),
       esize_(dtype_size(primary(a).dtype)),

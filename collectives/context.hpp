@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "collectives/engine.hpp"
@@ -44,14 +45,15 @@ class AlgorithmState {
 
 class Context {
  public:
-  Context(const Args& args, const GroupView& view, const Deadline& deadline, uint64_t seq, std::string what,
+  /// `what` must outlive the context (the engine keeps one per algorithm, so a call builds no string).
+  Context(const Args& args, const GroupView& view, const Deadline& deadline, uint64_t seq, std::string_view what,
           std::size_t chunk_bytes);
 
   const Args& args;
   const GroupView& view;
   const Deadline& deadline;
   const uint64_t seq;
-  const std::string what;         ///< "all_reduce[ring] rank 2/4": starts every error message
+  const std::string_view what;    ///< "all_reduce[ring] rank 2/4": starts every error message
   const std::size_t chunk_bytes;  ///< pipelining unit
 
   /// The buffer a reducing collective combines in (the engine prepares it: input copied, pre-scaled); null

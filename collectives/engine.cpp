@@ -34,11 +34,11 @@ class EngineImpl final : public Engine {
   void run(const Args& args, const std::string& algorithm, const Deadline& deadline, uint64_t seq) override {
     validate_call(args, view_);
     const Algorithm& algo = selector_.choose(args, view_, algorithm);
-    // Built by concatenation, not fmt: this runs on every call.
-    std::string what = std::string(to_string(args.coll)) + '[' + algo.name + "] rank " + std::to_string(view_.rank) +
-                       '/' + std::to_string(view_.size);
-    Context ctx(args, view_, deadline, seq, std::move(what), chunk_bytes_);
-    ctx.state = &states_[&algo];  // runs are serialised per group, so no lock
+    PerAlgorithm& mine = per_algorithm_[algorithm_index(algo)];  // runs are serialised per group, so no lock
+    if (mine.what.empty()) mine.what = fmt::format("{}[{}] rank {}/{}", to_string(args.coll), algo.name, view_.rank,
+                                                   view_.size);
+    Context ctx(args, view_, deadline, seq, mine.what, chunk_bytes_);
+    ctx.state = &mine.state;
     if (check_calls_ && view_.size > 1) check_calls_match(ctx, describe_call(args, algo));
     if (moves_nothing(args)) return;
     if (is_reducing(args.coll)) {
@@ -81,11 +81,17 @@ class EngineImpl final : public Engine {
     if (a.red.op == ReduceOp::kAvg) divide_by(out.data, out.count, c.dtype(), c.size(), c.device());
   }
 
+  // What the engine keeps per algorithm of the table: its state on this group and the name its errors start with.
+  struct PerAlgorithm {
+    std::unique_ptr<AlgorithmState> state;
+    std::string what;  // "all_reduce[ring] rank 2/4", built on the algorithm's first call
+  };
+
   GroupView view_;
   std::size_t chunk_bytes_;
   bool check_calls_;
   Selector selector_;
-  std::map<const Algorithm*, std::unique_ptr<AlgorithmState>> states_;
+  std::vector<PerAlgorithm> per_algorithm_{algorithm_table().size()};
 };
 
 }  // namespace

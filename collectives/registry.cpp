@@ -3,6 +3,7 @@
 #include "collectives/registry.hpp"
 
 #include <cmath>
+#include <map>
 
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/patterns.hpp"
@@ -67,13 +68,18 @@ const std::vector<Algorithm>& algorithm_table() {
   return kTable;
 }
 
-std::vector<const Algorithm*> algorithms_for(Collective c) {
-  std::vector<const Algorithm*> out;
-  for (const Algorithm& a : algorithm_table()) {
-    if (a.collective == c) out.push_back(&a);
-  }
-  return out;
+const std::vector<const Algorithm*>& algorithms_for(Collective c) {
+  static const auto kByCollective = [] {
+    std::map<Collective, std::vector<const Algorithm*>> by;
+    for (const Algorithm& a : algorithm_table()) by[a.collective].push_back(&a);
+    return by;
+  }();
+  static const std::vector<const Algorithm*> kNone;
+  auto it = kByCollective.find(c);
+  return it == kByCollective.end() ? kNone : it->second;
 }
+
+std::size_t algorithm_index(const Algorithm& a) { return static_cast<std::size_t>(&a - algorithm_table().data()); }
 
 const Algorithm* find_algorithm(Collective c, const std::string& name) {
   for (const Algorithm* a : algorithms_for(c)) {

@@ -32,8 +32,10 @@ struct Algorithm {
 };
 
 const std::vector<Algorithm>& algorithm_table();
-/// The rows for one collective, in table order.
-std::vector<const Algorithm*> algorithms_for(Collective c);
+/// The rows for one collective, in table order (built once: selection runs on every call).
+const std::vector<const Algorithm*>& algorithms_for(Collective c);
+/// The row's place in algorithm_table(), for per-algorithm arrays.
+std::size_t algorithm_index(const Algorithm& a);
 /// The row named `name` for `c`, or null.
 const Algorithm* find_algorithm(Collective c, const std::string& name);
 /// "ring, tree, ..." for error messages.
