@@ -48,19 +48,22 @@ std::string format_bytes(std::size_t bytes) {
 
 void Backoff::pause() {
   if (polls_++ == 0) since_ = Clock::now();
-  // Reading the clock costs ~20 ns; check it every 16 polls while spinning.
-  if (polls_ < 16 || (polls_ % 16 != 0 && polls_ < 4096)) {
-    DCOMM_CPU_RELAX();
-    return;
-  }
-  auto waited = Clock::now() - since_;
-  if (waited < kSpinTime) {
-    DCOMM_CPU_RELAX();
-  } else if (waited < kYieldTime) {
-    sched_yield();
-  } else {
-    auto step = std::chrono::duration_cast<std::chrono::microseconds>(waited - kYieldTime) / 8;
-    std::this_thread::sleep_for(std::clamp(step, std::chrono::microseconds(20), max_sleep_));
+  // Reading the clock costs ~20 ns: the phase is re-checked every 16 polls.
+  const bool check = polls_ % 16 == 0;
+  switch (phase_) {
+    case Phase::kSpin:
+      if (check && Clock::now() - since_ >= kSpinTime) phase_ = Phase::kYield;
+      DCOMM_CPU_RELAX();
+      return;
+    case Phase::kYield:
+      if (check && Clock::now() - since_ >= kYieldTime) phase_ = Phase::kSleep;
+      sched_yield();
+      return;
+    case Phase::kSleep: {
+      auto step = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - since_ - kYieldTime) / 8;
+      std::this_thread::sleep_for(std::clamp(step, std::chrono::microseconds(20), max_sleep_));
+      return;
+    }
   }
 }
 
