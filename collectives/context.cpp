@@ -64,6 +64,11 @@ void Context::wait(const transport::RequestPtr& r) const {
   }
 }
 
+std::size_t Context::wait_received(const transport::RequestPtr& r) const {
+  view.mesh->wait(*r, deadline, what);
+  return r->received;
+}
+
 void Context::wait_all(std::vector<transport::RequestPtr>& rs) const {
   for (auto& r : rs) wait(r);
   rs.clear();

@@ -39,7 +39,14 @@ class EngineImpl final : public Engine {
                                                    view_.size);
     Context ctx(args, view_, deadline, seq, mine.what, chunk_bytes_);
     ctx.state = &mine.state;
-    if (check_calls_ && view_.size > 1) check_calls_match(ctx, describe_call(args, algo));
+    const bool check = check_calls_ && view_.size > 1;
+    CallDescriptor call;
+    if (check) call = describe_call(args, algo);
+    if (check && (!algo.fuses_check || moves_nothing(args))) {
+      check_calls_match(ctx, &call);
+    } else if (check) {
+      ctx.call = &call;  // the algorithm's first exchange carries the check
+    }
     if (moves_nothing(args)) return;
     if (is_reducing(args.coll)) {
       run_reducing(ctx, algo);
@@ -112,6 +119,7 @@ std::unique_ptr<Engine> Engine::create(const GroupView& view, const EngineOption
   auto forced = parse_algorithm_spec(env::get("DCOMM_ALGO").value_or(""));
   std::string source;
   CostParams params = fit_cost_model(view, static_cast<std::size_t>(chunk), &source);
+  params.check_calls = check;
   return std::make_unique<EngineImpl>(view, static_cast<std::size_t>(chunk), check, params, std::move(source),
                                       std::move(forced));
 }

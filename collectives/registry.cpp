@@ -15,6 +15,9 @@ bool supports_regular(const Args& args, const GroupView& /*view*/) { return !arg
 
 double log2_rounds(int size) { return pattern::ceil_log2(size); }
 double fraction(int size) { return size > 0 ? static_cast<double>(size - 1) / size : 0.0; }
+double call_check_cost(const CostParams& p, int size) {
+  return p.check_calls && size > 1 ? log2_rounds(size) * (p.alpha + 100 * p.beta) : 0.0;
+}
 
 const std::vector<Algorithm>& algorithm_table() {
   using C = Collective;
@@ -33,6 +36,8 @@ const std::vector<Algorithm>& algorithm_table() {
        run_all_reduce_one_to_all, cost_all_reduce_one_to_all},
       {C::kAllReduce, "shm_direct", "one node: each rank reduces its slice straight from the others' shared memory",
        supports_all_reduce_shm_direct, run_all_reduce_shm_direct, cost_all_reduce_shm_direct},
+      {C::kAllReduce, "bruck", "every rank gathers all inputs (Bruck) riding on the call check, reduces in rank order",
+       supports_any, run_all_reduce_bruck, cost_all_reduce_bruck, true},
       {C::kBroadcast, "binomial", "binomial tree from the root", supports_any, run_broadcast_binomial,
        cost_broadcast_binomial},
       {C::kBroadcast, "scatter_allgather", "binomial scatter then ring all-gather (van de Geijn)", supports_any,
@@ -62,8 +67,8 @@ const std::vector<Algorithm>& algorithm_table() {
        run_reduce_scatter_recursive_halving, cost_reduce_scatter_recursive_halving},
       {C::kAllToAll, "pairwise", "P-1 rounds of pairwise exchange (all_to_all and all_to_all_v)", supports_any,
        run_all_to_all_pairwise, cost_all_to_all_pairwise},
-      {C::kBarrier, "dissemination", "log P rounds of tokens at doubling distances", supports_any,
-       run_barrier_dissemination, cost_barrier_dissemination},
+      {C::kBarrier, "dissemination", "log P rounds of tokens at doubling distances (the call check's own)",
+       supports_any, run_barrier_dissemination, cost_barrier_dissemination, true},
   };
   return kTable;
 }

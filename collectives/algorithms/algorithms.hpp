@@ -18,6 +18,7 @@ DCOMM_ALGORITHM(all_reduce_butterfly)
 DCOMM_ALGORITHM(all_reduce_rabenseifner)
 DCOMM_ALGORITHM(all_reduce_one_to_all)
 DCOMM_ALGORITHM(all_reduce_shm_direct)
+DCOMM_ALGORITHM(all_reduce_bruck)
 DCOMM_ALGORITHM(broadcast_binomial)
 DCOMM_ALGORITHM(broadcast_scatter_allgather)
 DCOMM_ALGORITHM(broadcast_chain)
@@ -48,5 +49,7 @@ bool supports_regular(const Args& args, const GroupView& view);
 /// Shorthands for the cost formulas: ceil(log2 P) and the (P-1)/P fraction.
 double log2_rounds(int size);
 double fraction(int size);
+/// The engine's separate call check, ⌈log₂P⌉ rounds of a ~100-byte descriptor; 0 when checks are off.
+double call_check_cost(const CostParams& p, int size);
 
 }  // namespace dcomm::coll
