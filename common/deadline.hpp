@@ -44,11 +44,16 @@ std::string format_bytes(std::size_t bytes);
 /// two ranks sharing one core, every microsecond spun is a microsecond added to each message (50 µs of spin made
 /// a small all_reduce cost 108 µs there; 2 µs make it ~10 µs), while on an idle core a small message's answer
 /// comes within a microsecond.
+/// With more ranks on the node than cores to run them (set_oversubscribed(), from init), a peer that has not
+/// answered is waiting for a core for certain, so the spin is only kOversubscribedSpinPolls polls.
 class Backoff {
  public:
   static constexpr std::chrono::microseconds kSpinTime{2};
+  static constexpr unsigned kOversubscribedSpinPolls = 4;
   static constexpr std::chrono::microseconds kYieldTime{2000};
   explicit Backoff(std::chrono::microseconds max_sleep = std::chrono::microseconds(1000)) : max_sleep_(max_sleep) {}
+  /// Process-wide: whether this node runs more ranks than this process has cores.
+  static void set_oversubscribed(bool oversubscribed) noexcept;
   void pause();
   void reset() {
     polls_ = 0;
