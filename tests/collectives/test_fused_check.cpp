@@ -105,6 +105,59 @@ TEST_CASE("a mismatched call raises on every rank when the check rides on bruck'
   }
 }
 
+TEST_CASE("broadcast and all_gather riding on the check raise on a mismatched root or count", "[collectives][engine]") {
+  for (int size : {2, 3, 5}) {
+    auto records = test::run_group(
+        size,
+        [&](const GroupView& view, test::RankRecord& rec) {
+          auto engine = Engine::create(view);
+          const int odd = view.size - 1;
+          std::vector<int64_t> x(16, 7);
+          Args b;
+          b.coll = Collective::kBroadcast;
+          b.send = b.recv = Buffer(x.data(), 6);
+          b.root = view.rank == odd ? odd : 0;  // the flood runs along other edges from another root
+          std::string m;
+          try {
+            engine->run(b, "dissemination", soon(), 0);
+          } catch (const InvalidUsageError& e) {
+            m = e.what();
+          }
+          if (m.find("rank " + std::to_string(odd) + " called broadcast") == std::string::npos ||
+              m.find("(root " + std::to_string(odd) + " vs 0)") == std::string::npos) {
+            rec.failures.push_back("broadcast root: " + (m.empty() ? std::string("not detected") : m));
+          }
+          std::vector<int32_t> in(4, view.rank), out(4 * static_cast<std::size_t>(view.size));
+          Args g;
+          g.coll = Collective::kAllGather;
+          g.send = Buffer(in.data(), view.rank == odd ? 4 : 3);
+          g.recv = Buffer(out.data(), (view.rank == odd ? 4 : 3) * static_cast<std::size_t>(view.size));
+          m.clear();
+          try {
+            engine->run(g, "bruck", soon(), 1);
+          } catch (const InvalidUsageError& e) {
+            m = e.what();
+          }
+          if (m.find("rank " + std::to_string(odd) + " called all_gather") == std::string::npos ||
+              m.find("count 4 vs 3") == std::string::npos) {
+            rec.failures.push_back("all_gather count: " + (m.empty() ? std::string("not detected") : m));
+          }
+          // In step afterwards: a broadcast from the last rank, riding.
+          std::vector<int64_t> y(5, view.rank == odd ? 41 : -1);
+          b.send = b.recv = Buffer(y);
+          b.root = odd;
+          engine->run(b, "dissemination", soon(), 2);
+          for (int64_t v : y) {
+            if (v != 41) rec.failures.push_back("broadcast after the mismatches gave " + std::to_string(v));
+          }
+        },
+        "shm");
+    auto failures = test::summarize(records);
+    INFO("P=" << size << ": " << (failures.empty() ? "" : failures.front()));
+    CHECK(failures.empty());
+  }
+}
+
 TEST_CASE("bruck rides the check up to its limit and falls back beyond it, with checks on and off",
           "[collectives][engine]") {
   for (const char* check : {"1", "0"}) {
