@@ -86,6 +86,12 @@ class BroadcastRider final : public CheckRider {
 
 }  // namespace
 
+bool rides_else_check(const Context& c, bool fits) {
+  if (fits && c.device().is_host()) return true;
+  if (c.call != nullptr) check_calls_match(c, c.call);
+  return false;
+}
+
 bool gather_rides(double block_bytes, int size) {
   int most = 0;
   for (int k = 0; k < pattern::ceil_log2(size); ++k) most = std::max(most, places_in_round(k, size));
@@ -96,6 +102,27 @@ void ride_gather(const Context& c, char* held, std::size_t block_bytes) {
   GatherRider rider(held, block_bytes, c.size());
   check_calls_match(c, c.call, &rider);
   rider.sizes.throw_if_mismatched(c);
+}
+
+bool work_rides_else_check(const Context& c) {
+  return rides_else_check(c, gather_rides(static_cast<double>(c.work_count * c.esize()), c.size()));
+}
+
+void ride_reduce(const Context& c, std::size_t first, std::size_t count, bool combine) {
+  const int p = c.size();
+  const std::size_t n = c.work_count;
+  const std::size_t bytes = n * c.esize();
+  RideBuffer held(c, static_cast<std::size_t>(p) * n);
+  std::memcpy(held.data(), c.work, bytes);
+  ride_gather(c, held.data(), bytes);
+  if (!combine || count == 0) return;
+  // Rank q's input sits at place (r - q) mod P.
+  auto input_of = [&](int q) {
+    return c.at(held.data(), static_cast<std::size_t>(pattern::mod(c.rank() - q, p)) * n + first);
+  };
+  char* out = c.at(c.work, first);
+  if (c.rank() != 0) std::memcpy(out, input_of(0), count * c.esize());
+  for (int q = 1; q < p; ++q) c.reduce(out, input_of(q), count);
 }
 
 bool broadcast_rides(double bytes) { return bytes <= static_cast<double>(kMaxRideBytes); }

@@ -9,6 +9,10 @@
 
 namespace dcomm::coll {
 
+/// Whether a call rides: it is on host memory and `fits` (gather_rides, broadcast_rides). When it does not, runs
+/// the check itself (c.call), so that the algorithm can go on with the one it falls back to.
+bool rides_else_check(const Context& c, bool fits);
+
 /// Whether Bruck's gather of `block_bytes` from every rank fits the check's rounds (at most kMaxRideBytes a round)
 /// on `size` ranks.
 bool gather_rides(double block_bytes, int size);
@@ -16,6 +20,13 @@ bool gather_rides(double block_bytes, int size);
 /// place i holding rank (r - i) mod P's block. Round k sends the first min(2^k, P - 2^k) places to r + 2^k and
 /// appends as many from r - 2^k.
 void ride_gather(const Context& c, char* held, std::size_t block_bytes);
+
+/// For the reducing collectives: whether c.work rides (rides_else_check with gather_rides of c.work_count).
+bool work_rides_else_check(const Context& c);
+/// For the reducing collectives: gathers every rank's c.work (c.work_count elements) with ride_gather, then, when
+/// `combine`, sets elements [first, first + count) of c.work to the P inputs combined in rank order (rank 0's
+/// first), so every rank that combines computes the same bits.
+void ride_reduce(const Context& c, std::size_t first, std::size_t count, bool combine);
 
 /// Whether a broadcast of `bytes` fits the check's rounds.
 bool broadcast_rides(double bytes);

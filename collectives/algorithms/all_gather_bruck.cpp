@@ -7,7 +7,6 @@
 // Cost: ⌈log₂P⌉α + (P-1)/P·nβ, plus a local copy of n; plus the separate check when it does not ride.
 
 #include "collectives/algorithms/algorithms.hpp"
-#include "collectives/call_check.hpp"
 #include "collectives/primitives.hpp"
 #include "collectives/ride.hpp"
 
@@ -17,7 +16,7 @@ void run_all_gather_bruck(Context& c) {
   const Args& a = c.args;
   const int p = c.size();
   const std::size_t n = a.send.count;
-  if (p > 1 && c.device().is_host() && gather_rides(static_cast<double>(n * c.esize()), p)) {
+  if (p > 1 && rides_else_check(c, gather_rides(static_cast<double>(n * c.esize()), p))) {
     // On the check's rounds, which run the other way round: place i holds rank (r - i) mod P's block.
     RideBuffer gathered(c, static_cast<std::size_t>(p) * n);
     c.copy(gathered.data(), a.send.data, n);
@@ -28,7 +27,6 @@ void run_all_gather_bruck(Context& c) {
     }
     return;
   }
-  if (c.call != nullptr) check_calls_match(c, c.call);
   Scratch held = c.scratch(static_cast<std::size_t>(p) * n);
   c.copy(held.data(), a.send.data, n);
   uint32_t step = 0;

@@ -8,30 +8,15 @@
 // Cost: ⌈log₂P⌉α + (P-1)n(β + γ) + 2(P-1)nγ for copying the inputs in and out of the check's messages; butterfly's
 // plus the check's otherwise.
 
-#include <cstring>
-
 #include "collectives/algorithms/algorithms.hpp"
-#include "collectives/call_check.hpp"
 #include "collectives/ride.hpp"
 
 namespace dcomm::coll {
 
 void run_all_reduce_bruck(Context& c) {
-  const int p = c.size();
-  const int r = c.rank();
-  if (p == 1) return;
-  const std::size_t n = c.work_count;
-  const std::size_t bytes = n * c.esize();
-  if (!c.device().is_host() || !gather_rides(static_cast<double>(bytes), p)) {
-    if (c.call != nullptr) check_calls_match(c, c.call);
-    return run_all_reduce_butterfly(c);
-  }
-  RideBuffer held(c, static_cast<std::size_t>(p) * n);  // every input lands here; small calls keep it on the stack
-  std::memcpy(held.data(), c.work, bytes);
-  ride_gather(c, held.data(), bytes);
-  auto input_of = [&](int q) { return held.data() + static_cast<std::size_t>(pattern::mod(r - q, p)) * bytes; };
-  if (r != 0) std::memcpy(c.work, input_of(0), bytes);
-  for (int q = 1; q < p; ++q) c.reduce(c.work, input_of(q), n);
+  if (c.size() == 1) return;
+  if (!work_rides_else_check(c)) return run_all_reduce_butterfly(c);
+  ride_reduce(c, 0, c.work_count, true);
 }
 
 double cost_all_reduce_bruck(const CostParams& p, double n, int size) {

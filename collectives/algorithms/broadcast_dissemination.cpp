@@ -6,7 +6,6 @@
 // Cost: ⌈log₂P⌉(α + nβ), binomial's without the separate check; binomial's plus the check's beyond the limit.
 
 #include "collectives/algorithms/algorithms.hpp"
-#include "collectives/call_check.hpp"
 #include "collectives/ride.hpp"
 
 namespace dcomm::coll {
@@ -14,10 +13,7 @@ namespace dcomm::coll {
 void run_broadcast_dissemination(Context& c) {
   if (c.size() == 1) return;
   const std::size_t bytes = c.args.send.bytes();
-  if (!c.device().is_host() || !broadcast_rides(static_cast<double>(bytes))) {
-    if (c.call != nullptr) check_calls_match(c, c.call);
-    return run_broadcast_binomial(c);
-  }
+  if (!rides_else_check(c, broadcast_rides(static_cast<double>(bytes)))) return run_broadcast_binomial(c);
   ride_broadcast(c, static_cast<char*>(c.args.send.data), bytes, c.args.root);
 }
 
