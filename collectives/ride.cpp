@@ -104,6 +104,18 @@ void ride_gather(const Context& c, char* held, std::size_t block_bytes) {
   rider.sizes.throw_if_mismatched(c);
 }
 
+void ride_all_gather(const Context& c, const void* send, std::size_t count, void* recv) {
+  const int p = c.size();
+  RideBuffer gathered(c, static_cast<std::size_t>(p) * count);
+  c.copy(gathered.data(), send, count);
+  ride_gather(c, gathered.data(), count * c.esize());
+  if (recv == nullptr) return;
+  for (int i = 0; i < p; ++i) {  // place i holds rank (r - i) mod P's block
+    c.copy(c.at(recv, static_cast<std::size_t>(pattern::mod(c.rank() - i, p)) * count),
+           c.at(gathered.data(), static_cast<std::size_t>(i) * count), count);
+  }
+}
+
 bool work_rides_else_check(const Context& c) {
   return rides_else_check(c, gather_rides(static_cast<double>(c.work_count * c.esize()), c.size()));
 }

@@ -21,6 +21,10 @@ bool gather_rides(double block_bytes, int size);
 /// appends as many from r - 2^k.
 void ride_gather(const Context& c, char* held, std::size_t block_bytes);
 
+/// all_gather and gather on the check's rounds: gathers every rank's `count` elements of `send` with ride_gather
+/// and, when `recv` is not null, puts them there in rank order.
+void ride_all_gather(const Context& c, const void* send, std::size_t count, void* recv);
+
 /// For the reducing collectives: whether c.work rides (rides_else_check with gather_rides of c.work_count).
 bool work_rides_else_check(const Context& c);
 /// For the reducing collectives: gathers every rank's c.work (c.work_count elements) with ride_gather, then, when

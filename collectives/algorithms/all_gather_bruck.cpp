@@ -17,15 +17,7 @@ void run_all_gather_bruck(Context& c) {
   const int p = c.size();
   const std::size_t n = a.send.count;
   if (p > 1 && rides_else_check(c, gather_rides(static_cast<double>(n * c.esize()), p))) {
-    // On the check's rounds, which run the other way round: place i holds rank (r - i) mod P's block.
-    RideBuffer gathered(c, static_cast<std::size_t>(p) * n);
-    c.copy(gathered.data(), a.send.data, n);
-    ride_gather(c, gathered.data(), n * c.esize());
-    for (int i = 0; i < p; ++i) {
-      c.copy(c.at(a.recv.data, static_cast<std::size_t>(pattern::mod(c.rank() - i, p)) * n),
-             c.at(gathered.data(), static_cast<std::size_t>(i) * n), n);
-    }
-    return;
+    return ride_all_gather(c, a.send.data, n, a.recv.data);  // on the check's rounds, which run towards r + 2^k
   }
   Scratch held = c.scratch(static_cast<std::size_t>(p) * n);
   c.copy(held.data(), a.send.data, n);
