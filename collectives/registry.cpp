@@ -77,6 +77,8 @@ const std::vector<Algorithm>& algorithm_table() {
        supports_any, run_reduce_scatter_bruck, cost_reduce_scatter_bruck, true},
       {C::kAllToAll, "pairwise", "P-1 rounds of pairwise exchange (all_to_all and all_to_all_v)", supports_any,
        run_all_to_all_pairwise, cost_all_to_all_pairwise},
+      {C::kAllToAll, "bruck", "every rank gathers all send buffers (Bruck) on the call check's rounds (small, regular)",
+       supports_regular, run_all_to_all_bruck, cost_all_to_all_bruck, true},
       {C::kBarrier, "dissemination", "log P rounds of tokens at doubling distances (the call check's own)",
        supports_any, run_barrier_dissemination, cost_barrier_dissemination, true},
   };

@@ -39,6 +39,7 @@ DCOMM_ALGORITHM(reduce_scatter_ring)
 DCOMM_ALGORITHM(reduce_scatter_recursive_halving)
 DCOMM_ALGORITHM(reduce_scatter_bruck)
 DCOMM_ALGORITHM(all_to_all_pairwise)
+DCOMM_ALGORITHM(all_to_all_bruck)
 DCOMM_ALGORITHM(barrier_dissemination)
 
 #undef DCOMM_ALGORITHM
