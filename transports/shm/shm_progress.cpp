@@ -19,6 +19,10 @@ constexpr int kDrainBudget = 256;
 }  // namespace
 
 void ShmTransport::post(Peer& p, const RecordHeader& h, const void* payload) {
+  if (!p.out_mapped) {
+    p.out.prefault();
+    p.out_mapped = true;
+  }
   if (p.backlog.empty() && p.out.try_write(h, payload)) return;
   Backlogged b{h, {}};
   if (h.len != 0) b.payload.assign(static_cast<const char*>(payload), static_cast<const char*>(payload) + h.len);
@@ -93,6 +97,11 @@ bool ShmTransport::progress(ArrivalSink& sink) {
 
 bool ShmTransport::drain(int from, ArrivalSink& sink) {
   Peer& p = peer(from);
+  if (!p.in_mapped) {
+    if (p.in.peek() == nullptr) return false;
+    p.in.prefault();
+    p.in_mapped = true;
+  }
   int n = 0;
   for (const RecordHeader* h; n < kDrainBudget && (h = p.in.peek()) != nullptr; ++n) {
     // Copy the header out: the peer cannot overwrite it before pop(), but a copy keeps handle() simple.

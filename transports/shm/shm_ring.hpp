@@ -51,7 +51,7 @@ class Ring {
   void init();
   /// Maps every page of the ring into this process now, without changing its contents. A page first touched
   /// in the middle of a message costs a fault (several µs on a VM): one in every few thousand small messages,
-  /// which is what a latency's 99th percentile sees.
+  /// which is what a latency's 99th percentile sees. The transport calls it on a ring's first use.
   void prefault() const noexcept;
 
   /// The most payload one record may carry.

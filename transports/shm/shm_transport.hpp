@@ -57,6 +57,10 @@ class ShmTransport final : public Transport {
     std::deque<Backlogged> backlog;
     bool cma = false;  ///< this rank may read their memory
     bool connected = false;
+    /// Whether `out` / `in` are mapped in (Ring::prefault): on first use, not at connect, so that a node of many
+    /// ranks commits memory only for the pairs that talk.
+    bool out_mapped = false;
+    bool in_mapped = false;
   };
   struct OutMessage {  ///< a large send waiting for its ack or being streamed
     int peer;
