@@ -1,6 +1,7 @@
 // Staging on a GPU: the CUDA stager's pinned chunks and copies (transports/cuda_ipc/cuda_stager.cpp) under the
 // Download/Upload pipelines, then the staging cases of tests/transports (device buffers over host transports, every
-// memory combination, sizes around the chunk) with ranks as threads over loopback and shm.
+// memory combination, sizes around the chunk) with ranks as threads over loopback and shm, and the same cases with
+// cuda_ipc as the device route.
 
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
@@ -105,5 +106,21 @@ TEST_CASE("device buffers cross host transports through the CUDA stager", "[cuda
       for (const auto& f : failures) UNSCOPED_INFO(f);
       CHECK(failures.empty());
     }
+  }
+}
+
+TEST_CASE("the staging cases pass with cuda_ipc as the device route", "[cuda][staging][cuda_ipc]") {
+  // No forced transport: device buffers between these threads take cuda_ipc, host buffers shm; host -> device
+  // messages come over shm and are uploaded by its staging wrapper with the default (CUDA) stager.
+  for (int world : {2, 3}) {
+    INFO(world << " ranks");
+    CudaDeviceAccess dev;
+    auto failures = test::run_world(
+        "", world,
+        [&](transport::Mesh& m, test::RankLog& log) {
+          test::run_staging_cases(m, log, dev, kChunk, /*mixed_tag_order=*/false);
+        });
+    for (const auto& f : failures) UNSCOPED_INFO(f);
+    CHECK(failures.empty());
   }
 }

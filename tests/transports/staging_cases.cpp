@@ -113,10 +113,10 @@ void case_matrix(Mesh& m, RankLog& log, DeviceAccess& dev, std::size_t c) {
 }
 
 // Staged and plain messages on one tag, all sent before any receive: they must match in the order sent.
-void case_one_tag(Mesh& m, RankLog& log, DeviceAccess& dev, std::size_t c) {
+void case_one_tag(Mesh& m, RankLog& log, DeviceAccess& dev, std::size_t c, bool mixed) {
   const int me = m.rank(), to = (me + 1) % m.size(), from = (me + m.size() - 1) % m.size();
   const std::vector<std::pair<bool, std::size_t>> plan = {
-      {true, 3 * c + 1}, {false, 5}, {true, c}, {false, 0}, {true, 1}, {false, 2 * c + 7}, {true, 2 * c}};
+      {true, 3 * c + 1}, {!mixed, 5}, {true, c}, {!mixed, 0}, {true, 1}, {!mixed, 2 * c + 7}, {true, 2 * c}};
   std::vector<std::unique_ptr<Buf>> outs, ins;
   std::vector<RequestPtr> sends, recvs;
   for (std::size_t i = 0; i < plan.size(); ++i) {
@@ -195,21 +195,22 @@ void case_too_small(Mesh& m, RankLog& log, DeviceAccess& dev, std::size_t c) {
 
 }  // namespace
 
-void run_staging_cases(Mesh& m, RankLog& log, DeviceAccess& dev, std::size_t chunk) {
+void run_staging_cases(Mesh& m, RankLog& log, DeviceAccess& dev, std::size_t chunk, bool mixed_tag_order) {
   struct Case {
     const char* name;
-    void (*body)(Mesh&, RankLog&, DeviceAccess&, std::size_t);
+    void (*body)(Mesh&, RankLog&, DeviceAccess&, std::size_t, bool);
     int min_world;
   };
-  const Case cases[] = {{"matrix", &case_matrix, 2},
-                        {"one_tag", &case_one_tag, 2},
-                        {"any_source", &case_any_source, 3},
-                        {"too_small", &case_too_small, 2}};
+  auto matrix = [](Mesh& m, RankLog& log, DeviceAccess& dev, std::size_t c, bool) { case_matrix(m, log, dev, c); };
+  auto any = [](Mesh& m, RankLog& log, DeviceAccess& dev, std::size_t c, bool) { case_any_source(m, log, dev, c); };
+  auto small = [](Mesh& m, RankLog& log, DeviceAccess& dev, std::size_t c, bool) { case_too_small(m, log, dev, c); };
+  const Case cases[] = {{"matrix", matrix, 2}, {"one_tag", &case_one_tag, 2}, {"any_source", any, 3},
+                        {"too_small", small, 2}};
   for (const Case& c : cases) {
     if (m.size() < c.min_world) continue;
     std::size_t before = log.failures.size();
     try {
-      c.body(m, log, dev, chunk);
+      c.body(m, log, dev, chunk, mixed_tag_order);
     } catch (const std::exception& e) {
       log.failures.push_back(fmt::format("threw: {}", e.what()));
     }

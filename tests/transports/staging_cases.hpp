@@ -32,6 +32,10 @@ class FakeDeviceAccess final : public DeviceAccess {
 };
 
 /// Runs every staging case on this rank of `mesh`; `chunk` is the stager's chunk size, around which sizes are chosen.
-void run_staging_cases(transport::Mesh& mesh, RankLog& log, DeviceAccess& dev, std::size_t chunk);
+/// `mixed_tag_order`: whether host and device sends on one tag must match in send order, which holds when both take
+/// one route (staging); with cuda_ipc as the device route they are two streams (docs/cuda.md), and the one-tag case
+/// then sends device buffers only.
+void run_staging_cases(transport::Mesh& mesh, RankLog& log, DeviceAccess& dev, std::size_t chunk,
+                       bool mixed_tag_order = true);
 
 }  // namespace dcomm::test
