@@ -3,6 +3,8 @@
 //   peer_killed  the last rank posts traffic and kills itself with SIGKILL; every survivor must fail well before
 //                the op timeout with an error naming the dead rank and its host. Survivors print
 //                "SURVIVOR rank R after S s: <error>" and exit 3; anything else exits 1.
+//   staging      every rank runs the staging cases (device buffers staged over the host transport), with the fake
+//                stager standing in for CUDA; exit 0 when all pass.
 //   bench        rank 0 and 1: 8-byte ping-pong latency and 16 MiB bandwidth (a measurement, not a test).
 // The transport is whatever DCOMM_TRANSPORT says (the tests force shm).
 #include <fmt/format.h>
@@ -16,6 +18,8 @@
 
 #include "rendezvous/bootstrap.hpp"
 #include "tests/transports/conformance.hpp"
+#include "tests/transports/fake_stager.hpp"
+#include "tests/transports/staging_cases.hpp"
 #include "transports/peer_table.hpp"
 
 namespace {
@@ -26,11 +30,14 @@ constexpr int kExitPass = 0;
 constexpr int kExitFail = 1;
 constexpr int kExitSurvivorSawDeath = 3;
 
-std::shared_ptr<Mesh> join(dcomm::rdzv::Bootstrap& boot) {
+constexpr std::size_t kStagingChunk = 1000;
+
+std::shared_ptr<Mesh> join(dcomm::rdzv::Bootstrap& boot, std::shared_ptr<dcomm::transport::staging::Stager> stager) {
   const dcomm::Identity& id = boot.identity;
   auto self = dcomm::transport::local_peer_info(id.rank, id.local_rank, id.node_rank, id.host_id);
   dcomm::transport::MeshOptions opts;
   opts.timeout = std::chrono::seconds(120);
+  opts.stager = std::move(stager);
   return Mesh::create(dcomm::make_prefix_store("mesh/", boot.store), self, id.world_size, opts);
 }
 
@@ -42,6 +49,17 @@ int conformance(Mesh& m) {
   dcomm::test::case_poison_after_timeout(m, log);
   for (const auto& f : log.failures) std::fprintf(stderr, "FAIL %s\n", f.c_str());
   std::printf("rank %d over %s: %zu failure(s)\n", m.rank(), m.size() > 1 ? m.transport_name((m.rank() + 1) % m.size()) : "self",
+              log.failures.size());
+  return log.failures.empty() ? kExitPass : kExitFail;
+}
+
+int staging(Mesh& m, const dcomm::test::FakeStager& stager) {
+  dcomm::test::RankLog log;
+  dcomm::test::FakeDeviceAccess dev;
+  dcomm::test::run_staging_cases(m, log, dev, kStagingChunk);
+  log.expect(stager.copies() > 0, "no copy went through the stager");
+  for (const auto& f : log.failures) std::fprintf(stderr, "FAIL %s\n", f.c_str());
+  std::printf("rank %d over %s: %zu failure(s)\n", m.rank(), m.transport_name((m.rank() + 1) % m.size()),
               log.failures.size());
   return log.failures.empty() ? kExitPass : kExitFail;
 }
@@ -132,9 +150,11 @@ int main(int argc, char** argv) {
   }
   try {
     auto boot = dcomm::rdzv::bootstrap(dcomm::InitOptions{});
-    auto mesh = join(boot);
+    auto stager = std::make_shared<dcomm::test::FakeStager>(kStagingChunk, 3);
+    auto mesh = join(boot, stager);
     int rc = mode == "conformance" ? conformance(*mesh) : mode == "peer_killed" ? peer_killed(*mesh)
              : mode == "bench"     ? bench(*mesh)
+             : mode == "staging"   ? staging(*mesh, *stager)
                                    : (std::fprintf(stderr, "unknown mode %s\n", mode.c_str()), kExitFail);
     // Every rank finishes its cases before any closes: an early exit looks like a failed peer to the others.
     if (mode != "peer_killed") {
