@@ -27,7 +27,8 @@ echo "cuda suite exit $?"
 grep -E "^ *[0-9]+/[0-9]+ |^(Ok|Fail|Skipped|Timeout):" "$out/cuda-suite.log"
 
 step "compute-sanitizer memcheck"
-for t in test_cuda_reduce_cuda test_cuda_stream_order test_cuda_device test_cuda_staging test_cuda_mesh; do
+for t in test_cuda_reduce_cuda test_cuda_stream_order test_cuda_device test_cuda_staging test_cuda_mesh \
+    test_cuda_device_blocks; do
   timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 "build-gpu/tests/cuda/$t" \
     > "$out/memcheck-$t.log" 2>&1
   echo "memcheck $t: exit $? ($(grep -c '=========' "$out/memcheck-$t.log") sanitizer lines)"
