@@ -4,6 +4,7 @@
 usage: mp_tests.py DCOMM_RUN MP_TRANSPORTS CASE
   conformance_N   N ranks over shm: every rank exits 0
   conformance_streamed_N   the same without CMA and with small rings and chunks
+  staged_peer_killed_N   peer_killed with rank 0's message staged from (fake) device memory
   staging_N       N ranks over shm: device buffers (the fake stager's) staged over the host transport
   staging_ucx_N   the same over ucx (meson adds it only when the build has ucx)
   peer_killed_N   N ranks; the last kills itself (SIGKILL) while rank 0 sends to it: every survivor fails
@@ -57,8 +58,8 @@ def conformance_streamed(nproc):
                         "DCOMM_SHM_CHUNK_BYTES": "16000"})
 
 
-def peer_killed(nproc):
-    r = run(nproc, "peer_killed")
+def peer_killed(nproc, mode="peer_killed"):
+    r = run(nproc, mode)
     dead = nproc - 1
     host = socket.gethostname()
     if r.returncode == 0:
@@ -78,6 +79,7 @@ if __name__ == "__main__":
     DCOMM_RUN, MP_TRANSPORTS, CASE = sys.argv[1], sys.argv[2], sys.argv[3]
     name, nproc = CASE.rsplit("_", 1)
     cases = {"conformance": conformance, "conformance_streamed": conformance_streamed, "peer_killed": peer_killed,
-             "staging": staging, "staging_ucx": staging_ucx}
+             "staging": staging, "staging_ucx": staging_ucx,
+             "staged_peer_killed": lambda n: peer_killed(n, "staged_peer_killed")}
     cases[name](int(nproc))
     print(f"{CASE}: passed")
