@@ -6,7 +6,7 @@
 #include <cstring>
 #include <dcomm/error.hpp>
 
-#include "collectives/dissemination.hpp"
+#include "collectives/patterns.hpp"
 
 namespace dcomm::coll {
 
@@ -100,12 +100,40 @@ std::string to_string(const CallDescriptor& d) {
   return s + fmt::format(", algorithm {})", d.algorithm);
 }
 
-void check_calls_match(const Context& c, const CallDescriptor& mine) {
-  Summary first;
-  first.low = c.rank();
-  first.low_call = mine;
-  Summary s = agree(c, kCheckStepBase, first, [](Summary& m, const Summary& t) { merge(m, t); });
-  if (s.bad < 0) return;
+void check_calls_match(const Context& c, const CallDescriptor* mine, CheckRider* rider) {
+  const int p = c.size();
+  Summary s;
+  s.low = c.rank();
+  if (mine != nullptr) s.low_call = *mine;
+  // The dissemination rounds of agree(), with room after the summary for a rider's data. Both buffers stay
+  // uninitialised beyond what is sent: only the stack is reserved.
+  alignas(8) char out[sizeof(Summary) + kMaxRideBytes];
+  alignas(8) char in[sizeof(Summary) + kMaxRideBytes];
+  for (int k = 0; k < pattern::ceil_log2(p); ++k) {
+    std::span<const char> ride = rider != nullptr ? rider->outgoing(k) : std::span<const char>();
+    if (ride.size() > kMaxRideBytes) {
+      throw Error(ErrorCode::kInternal, fmt::format("{}: {} bytes ride on the call check, more than the {} it carries",
+                                                    c.what, ride.size(), kMaxRideBytes));
+    }
+    std::memcpy(out, &s, sizeof s);
+    if (!ride.empty()) std::memcpy(out + sizeof s, ride.data(), ride.size());
+    const uint32_t step = kCheckStepBase + static_cast<uint32_t>(k);
+    auto r = c.irecv(pattern::dissemination_from(c.rank(), p, k), step, in, sizeof in);
+    auto w = c.isend(pattern::dissemination_to(c.rank(), p, k), step, out, sizeof s + ride.size());
+    const std::size_t got = c.wait_received(r);
+    c.wait(w);
+    if (got < sizeof(Summary)) {
+      throw InvalidUsageError(fmt::format("{}: the call check (call #{} of this group) received {} bytes from rank {}, "
+                                          "less than a call descriptor; that rank runs a different dcomm or has the "
+                                          "check off (DCOMM_CHECK_CALLS must be alike on every rank)",
+                                          c.what, c.seq, got, pattern::dissemination_from(c.rank(), p, k)));
+    }
+    Summary theirs;
+    std::memcpy(&theirs, in, sizeof theirs);
+    if (mine != nullptr) merge(s, theirs);
+    if (rider != nullptr) rider->arrived(k, std::span<const char>(in + sizeof s, got - sizeof s));
+  }
+  if (mine == nullptr || s.bad < 0) return;
   throw InvalidUsageError(fmt::format(
       "{}: mismatched collective calls (call #{} of this group): rank {} called {} but rank {} called {} ({}); "
       "every rank must issue the same collectives in the same order with the same dtype, count, op, root and "

@@ -1,10 +1,16 @@
 #pragma once
 // Catching mismatched calls: before a collective moves data, every rank contributes a small descriptor of its
-// call (collective, dtype, count, op, root, algorithm) to a dissemination agreement (⌈log₂P⌉ rounds of ~80
+// call (collective, dtype, count, op, root, algorithm) to a dissemination agreement (⌈log₂P⌉ rounds of ~100
 // bytes). Every rank learns the lowest rank whose descriptor differs from rank 0's and raises the same
 // InvalidUsageError naming that rank and both values - instead of a hang or a wrong answer.
+//
+// An algorithm may carry its own data on those rounds (a CheckRider), so that a small call costs one exchange
+// instead of a check and then an exchange. Every rank posts its receives with room for the largest rider, so the
+// rounds match whatever each rank called; the data of a rank whose call differs is never used, since the check
+// then throws on every rank.
 
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "collectives/engine.hpp"
@@ -27,7 +33,22 @@ CallDescriptor describe_call(const Args& args, const Algorithm& algorithm);
 /// "all_reduce(dtype float32, count 1000, op sum, algorithm ring)".
 std::string to_string(const CallDescriptor& d);
 
+/// The most bytes a rider may add to one round.
+inline constexpr std::size_t kMaxRideBytes = 4096;
+
+/// Data riding on the check's rounds: in round k = 0..⌈log₂P⌉-1 rank r sends to r + 2^k and hears from r - 2^k.
+class CheckRider {
+ public:
+  virtual ~CheckRider() = default;
+  /// Round k's data, at most kMaxRideBytes; it must stay valid until arrived(k, ...) is called.
+  virtual std::span<const char> outgoing(int round) = 0;
+  /// What rank r - 2^k sent in round k. Its size differs from the expected only when the calls differ (the
+  /// check then throws after the last round) or checks are off.
+  virtual void arrived(int round, std::span<const char> data) = 0;
+};
+
 /// Collective over the group; throws InvalidUsageError on every rank when any rank's descriptor differs.
-void check_calls_match(const Context& c, const CallDescriptor& mine);
+/// `mine` null: checks are off and the rounds carry only the rider's data.
+void check_calls_match(const Context& c, const CallDescriptor* mine, CheckRider* rider = nullptr);
 
 }  // namespace dcomm::coll

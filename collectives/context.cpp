@@ -17,12 +17,13 @@ const Buffer& primary(const Args& a) { return a.send.data != nullptr || a.send.c
 
 }  // namespace
 
-Context::Context(const Args& a, const GroupView& v, const Deadline& d, uint64_t s, std::string w, std::size_t chunk)
+Context::Context(const Args& a, const GroupView& v, const Deadline& d, uint64_t s, std::string_view w,
+                 std::size_t chunk)
     : args(a),
       view(v),
       deadline(d),
       seq(s),
-      what(std::move(w)),
+      what(w),
       chunk_bytes(chunk),
       dtype_(primary(a).dtype),
       esize_(dtype_size(primary(a).dtype)),
@@ -61,6 +62,11 @@ void Context::wait(const transport::RequestPtr& r) const {
                     "displacements or dtypes) - check that every rank passes matching arguments",
                     what, format_bytes(r->received), r->source, format_bytes(r->capacity)));
   }
+}
+
+std::size_t Context::wait_received(const transport::RequestPtr& r) const {
+  view.mesh->wait(*r, deadline, what);
+  return r->received;
 }
 
 void Context::wait_all(std::vector<transport::RequestPtr>& rs) const {

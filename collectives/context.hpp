@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "collectives/engine.hpp"
@@ -13,6 +14,8 @@
 #include "transports/mesh.hpp"
 
 namespace dcomm::coll {
+
+struct CallDescriptor;
 
 /// Steps at and above this are reserved for the engine's call check; algorithms number theirs from 0.
 inline constexpr uint32_t kCheckStepBase = 2016;
@@ -44,14 +47,15 @@ class AlgorithmState {
 
 class Context {
  public:
-  Context(const Args& args, const GroupView& view, const Deadline& deadline, uint64_t seq, std::string what,
+  /// `what` must outlive the context (the engine keeps one per algorithm, so a call builds no string).
+  Context(const Args& args, const GroupView& view, const Deadline& deadline, uint64_t seq, std::string_view what,
           std::size_t chunk_bytes);
 
   const Args& args;
   const GroupView& view;
   const Deadline& deadline;
   const uint64_t seq;
-  const std::string what;         ///< "all_reduce[ring] rank 2/4": starts every error message
+  const std::string_view what;    ///< "all_reduce[ring] rank 2/4": starts every error message
   const std::size_t chunk_bytes;  ///< pipelining unit
 
   /// The buffer a reducing collective combines in (the engine prepares it: input copied, pre-scaled); null
@@ -61,6 +65,9 @@ class Context {
   std::size_t work_count = 0;
   /// This algorithm's state on this group (empty until it stores some); null when the caller keeps none.
   std::unique_ptr<AlgorithmState>* state = nullptr;
+  /// For an algorithm that carries out the call check itself (Algorithm::fuses_check): this rank's call, to check
+  /// with check_calls_match() before any other message. Null when the engine checked already or checks are off.
+  const CallDescriptor* call = nullptr;
 
   int rank() const { return view.rank; }
   int size() const { return view.size; }
@@ -81,6 +88,8 @@ class Context {
   transport::RequestPtr irecv(int peer, uint32_t step, void* data, std::size_t bytes) const;
   /// Waits; a receive must get exactly the bytes it asked for (else the ranks' calls disagree).
   void wait(const transport::RequestPtr& r) const;
+  /// Waits for a receive that may get fewer bytes than it has room for; returns the bytes received.
+  std::size_t wait_received(const transport::RequestPtr& r) const;
   void wait_all(std::vector<transport::RequestPtr>& rs) const;
   void send(int peer, uint32_t step, const void* data, std::size_t bytes) const;
   void recv(int peer, uint32_t step, void* data, std::size_t bytes) const;

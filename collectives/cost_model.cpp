@@ -1,5 +1,7 @@
 #include "collectives/cost_model.hpp"
 
+#include "collectives/algorithms/algorithms.hpp"
+
 #include <fmt/format.h>
 
 #include <dcomm/error.hpp>
@@ -34,8 +36,9 @@ double model_bytes(const Args& a, int size) {
 std::vector<Prediction> predict(const Args& args, const GroupView& view, const CostParams& params) {
   std::vector<Prediction> out;
   double n = model_bytes(args, view.size);
+  const double check = call_check_cost(params, view.size);  // paid by those that do not carry it themselves
   for (const Algorithm* a : algorithms_for(args.coll)) {
-    if (a->supports(args, view)) out.push_back({a, a->cost(params, n, view.size)});
+    if (a->supports(args, view)) out.push_back({a, a->cost(params, n, view.size) + (a->fuses_check ? 0.0 : check)});
   }
   return out;
 }

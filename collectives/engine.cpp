@@ -34,12 +34,19 @@ class EngineImpl final : public Engine {
   void run(const Args& args, const std::string& algorithm, const Deadline& deadline, uint64_t seq) override {
     validate_call(args, view_);
     const Algorithm& algo = selector_.choose(args, view_, algorithm);
-    // Built by concatenation, not fmt: this runs on every call.
-    std::string what = std::string(to_string(args.coll)) + '[' + algo.name + "] rank " + std::to_string(view_.rank) +
-                       '/' + std::to_string(view_.size);
-    Context ctx(args, view_, deadline, seq, std::move(what), chunk_bytes_);
-    ctx.state = &states_[&algo];  // runs are serialised per group, so no lock
-    if (check_calls_ && view_.size > 1) check_calls_match(ctx, describe_call(args, algo));
+    PerAlgorithm& mine = per_algorithm_[algorithm_index(algo)];  // runs are serialised per group, so no lock
+    if (mine.what.empty()) mine.what = fmt::format("{}[{}] rank {}/{}", to_string(args.coll), algo.name, view_.rank,
+                                                   view_.size);
+    Context ctx(args, view_, deadline, seq, mine.what, chunk_bytes_);
+    ctx.state = &mine.state;
+    const bool check = check_calls_ && view_.size > 1;
+    CallDescriptor call;
+    if (check) call = describe_call(args, algo);
+    if (check && (!algo.fuses_check || moves_nothing(args))) {
+      check_calls_match(ctx, &call);
+    } else if (check) {
+      ctx.call = &call;  // the algorithm's first exchange carries the check
+    }
     if (moves_nothing(args)) return;
     if (is_reducing(args.coll)) {
       run_reducing(ctx, algo);
@@ -81,11 +88,17 @@ class EngineImpl final : public Engine {
     if (a.red.op == ReduceOp::kAvg) divide_by(out.data, out.count, c.dtype(), c.size(), c.device());
   }
 
+  // What the engine keeps per algorithm of the table: its state on this group and the name its errors start with.
+  struct PerAlgorithm {
+    std::unique_ptr<AlgorithmState> state;
+    std::string what;  // "all_reduce[ring] rank 2/4", built on the algorithm's first call
+  };
+
   GroupView view_;
   std::size_t chunk_bytes_;
   bool check_calls_;
   Selector selector_;
-  std::map<const Algorithm*, std::unique_ptr<AlgorithmState>> states_;
+  std::vector<PerAlgorithm> per_algorithm_{algorithm_table().size()};
 };
 
 }  // namespace
@@ -106,6 +119,7 @@ std::unique_ptr<Engine> Engine::create(const GroupView& view, const EngineOption
   auto forced = parse_algorithm_spec(env::get("DCOMM_ALGO").value_or(""));
   std::string source;
   CostParams params = fit_cost_model(view, static_cast<std::size_t>(chunk), &source);
+  params.check_calls = check;
   return std::make_unique<EngineImpl>(view, static_cast<std::size_t>(chunk), check, params, std::move(source),
                                       std::move(forced));
 }

@@ -75,8 +75,8 @@ CostParams fit_cost_model(const GroupView& view, std::size_t chunk_bytes, std::s
   Args none;
   none.coll = Collective::kBarrier;
   Deadline deadline = Deadline::after(std::chrono::seconds(60));
-  Context c(none, view, deadline, kProbeSeq, fmt::format("collectives engine probe rank {}/{}", view.rank, view.size),
-            chunk_bytes);
+  const std::string what = fmt::format("collectives engine probe rank {}/{}", view.rank, view.size);
+  Context c(none, view, deadline, kProbeSeq, what, chunk_bytes);
   if (auto file = env::get("DCOMM_TUNING_FILE"); file && !file->empty()) {
     p = load_tuning_file(*file, p);
     *source = "tuning file " + *file;

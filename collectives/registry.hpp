@@ -18,6 +18,8 @@ struct CostParams {
   double beta = 1e-10;
   double gamma = 5e-11;
   double chunk_bytes = 512.0 * 1024;
+  /// Whether the engine checks calls: algorithms that do not fuse the check pay its ⌈log₂P⌉ rounds on top.
+  bool check_calls = false;
 };
 
 struct Algorithm {
@@ -29,11 +31,16 @@ struct Algorithm {
   void (*run)(Context& ctx);
   /// Predicted seconds for `bytes` (the collective's n, see docs/algorithms.md) on `size` ranks.
   double (*cost)(const CostParams& params, double bytes, int size);
+  /// Whether run() carries out the call check itself, on its first exchange (Context::call); the engine then
+  /// sends no separate check, and the cost model charges the others for it.
+  bool fuses_check = false;
 };
 
 const std::vector<Algorithm>& algorithm_table();
-/// The rows for one collective, in table order.
-std::vector<const Algorithm*> algorithms_for(Collective c);
+/// The rows for one collective, in table order (built once: selection runs on every call).
+const std::vector<const Algorithm*>& algorithms_for(Collective c);
+/// The row's place in algorithm_table(), for per-algorithm arrays.
+std::size_t algorithm_index(const Algorithm& a);
 /// The row named `name` for `c`, or null.
 const Algorithm* find_algorithm(Collective c, const std::string& name);
 /// "ring, tree, ..." for error messages.

@@ -72,9 +72,24 @@ void Selector::set_override(Collective c, const std::string& name) {
   std::lock_guard<std::mutex> lock(mu_);
   if (name.empty()) {
     overrides_.erase(c);
-    return;
+  } else {
+    overrides_[c] = algorithm_or_throw(c, name, "set_algorithm").name;
   }
-  overrides_[c] = algorithm_or_throw(c, name, "set_algorithm").name;
+  overrides_generation_.fetch_add(1, std::memory_order_release);
+}
+
+Selector::Shape Selector::shape_of(const Args& a) {
+  Shape s;
+  s.coll = a.coll;
+  s.vector_variant = a.vector_variant;
+  s.in_place = a.send.data == a.recv.data;
+  s.dtype = a.send.dtype;
+  s.send_device = a.send.device;
+  s.recv_device = a.recv.device;
+  s.send_count = a.send.count;
+  s.recv_count = a.recv.count;
+  s.root = a.root;
+  return s;
 }
 
 std::string Selector::forced(Collective c, std::string* origin) const {
@@ -103,6 +118,19 @@ const Algorithm& Selector::choose(const Args& args, const GroupView& view, const
     }
     return a;
   }
+  const Shape shape = shape_of(args);
+  const uint64_t generation = overrides_generation_.load(std::memory_order_acquire);
+  for (const Remembered& r : remembered_) {
+    if (r.generation == generation && r.shape == shape) return *r.algorithm;
+  }
+  const Algorithm& chosen = choose_unnamed(args, view);
+  remembered_[next_slot_] = Remembered{shape, generation, &chosen};
+  next_slot_ = (next_slot_ + 1) % remembered_.size();
+  return chosen;
+}
+
+const Algorithm& Selector::choose_unnamed(const Args& args, const GroupView& view) const {
+  auto where = [&] { return fmt::format("{} rank {}/{}", to_string(args.coll), view.rank, view.size); };
   std::string origin;
   std::string name = forced(args.coll, &origin);
   if (!name.empty()) {

@@ -3,6 +3,8 @@
 // DCOMM_ALGO, else the cost model's cheapest. Every input is the same on every rank (the cost model's numbers
 // are agreed at creation), so every rank picks alike; the call check catches the rest.
 
+#include <array>
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <string>
@@ -30,6 +32,26 @@ class Selector {
   const CostParams& params() const { return params_; }
 
  private:
+  /// What a choice depends on besides the group: calls of one shape get the same algorithm, so the choice is
+  /// remembered per shape (the cost model and the forced names cost more than a small message's latency).
+  /// Every supports() in the table decides from these fields alone.
+  struct Shape {
+    Collective coll{};
+    bool vector_variant = false;
+    bool in_place = false;
+    DType dtype{};
+    Device send_device{}, recv_device{};
+    std::size_t send_count = 0, recv_count = 0;
+    int root = 0;
+    bool operator==(const Shape&) const = default;
+  };
+  struct Remembered {
+    Shape shape;
+    uint64_t generation = 0;  ///< overrides_generation_ when it was chosen
+    const Algorithm* algorithm = nullptr;
+  };
+  static Shape shape_of(const Args& args);
+  const Algorithm& choose_unnamed(const Args& args, const GroupView& view) const;
   /// The forced name for `c` and where it came from; empty when none.
   std::string forced(Collective c, std::string* origin) const;
 
@@ -38,6 +60,10 @@ class Selector {
   std::map<Collective, std::string> env_forced_;
   mutable std::mutex mu_;
   std::map<Collective, std::string> overrides_;
+  std::atomic<uint64_t> overrides_generation_{1};
+  // Touched only by choose(), which the engine calls for one call of the group at a time.
+  mutable std::array<Remembered, 8> remembered_{};
+  mutable std::size_t next_slot_ = 0;
 };
 
 }  // namespace dcomm::coll

@@ -4,6 +4,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <atomic>
 #include <thread>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -46,21 +47,37 @@ std::string format_bytes(std::size_t bytes) {
   return fmt::format("{:.1f} {}", v, kUnits[u]);
 }
 
+namespace {
+
+std::atomic<bool> g_oversubscribed{false};
+
+}  // namespace
+
+void Backoff::set_oversubscribed(bool oversubscribed) noexcept {
+  g_oversubscribed.store(oversubscribed, std::memory_order_relaxed);
+}
+
 void Backoff::pause() {
   if (polls_++ == 0) since_ = Clock::now();
-  // Reading the clock costs ~20 ns; check it every 16 polls while spinning.
-  if (polls_ < 16 || (polls_ % 16 != 0 && polls_ < 4096)) {
-    DCOMM_CPU_RELAX();
-    return;
-  }
-  auto waited = Clock::now() - since_;
-  if (waited < kSpinTime) {
-    DCOMM_CPU_RELAX();
-  } else if (waited < kYieldTime) {
-    sched_yield();
-  } else {
-    auto step = std::chrono::duration_cast<std::chrono::microseconds>(waited - kYieldTime) / 8;
-    std::this_thread::sleep_for(std::clamp(step, std::chrono::microseconds(20), max_sleep_));
+  // Reading the clock costs ~20 ns: the phase is re-checked every 16 polls.
+  const bool check = polls_ % 16 == 0;
+  switch (phase_) {
+    case Phase::kSpin:
+      if (g_oversubscribed.load(std::memory_order_relaxed) ? polls_ >= kOversubscribedSpinPolls
+                                                           : check && Clock::now() - since_ >= kSpinTime) {
+        phase_ = Phase::kYield;
+      }
+      DCOMM_CPU_RELAX();
+      return;
+    case Phase::kYield:
+      if (check && Clock::now() - since_ >= kYieldTime) phase_ = Phase::kSleep;
+      sched_yield();
+      return;
+    case Phase::kSleep: {
+      auto step = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - since_ - kYieldTime) / 8;
+      std::this_thread::sleep_for(std::clamp(step, std::chrono::microseconds(20), max_sleep_));
+      return;
+    }
   }
 }
 

@@ -38,19 +38,33 @@ std::string format_bytes(std::size_t bytes);
 
 /// Spin, then yield, then sleep up to max_sleep. Call pause() once per unsuccessful poll; reset() after progress.
 /// The phases are timed, not counted, so a poll that costs more (a syscall) does not stretch the spin: a peer that
-/// answers within kSpinTime is seen at once; one that answers within kYieldTime costs a yield (nothing, when the
-/// core is idle; the core for another rank, when oversubscribed); after that the waiter sleeps.
+/// answers within kSpinTime is seen at once; one that answers within kYieldTime costs a yield per poll (nothing,
+/// when the core is idle; the core for another rank, when oversubscribed); after that the waiter sleeps.
+/// The spin is short because a peer that has not answered within it is most likely waiting for this core: with
+/// two ranks sharing one core, every microsecond spun is a microsecond added to each message (50 µs of spin made
+/// a small all_reduce cost 108 µs there; 2 µs make it ~10 µs), while on an idle core a small message's answer
+/// comes within a microsecond.
+/// With more ranks on the node than cores to run them (set_oversubscribed(), from init), a peer that has not
+/// answered is waiting for a core for certain, so the spin is only kOversubscribedSpinPolls polls.
 class Backoff {
  public:
-  static constexpr std::chrono::microseconds kSpinTime{50};
+  static constexpr std::chrono::microseconds kSpinTime{2};
+  static constexpr unsigned kOversubscribedSpinPolls = 4;
   static constexpr std::chrono::microseconds kYieldTime{2000};
   explicit Backoff(std::chrono::microseconds max_sleep = std::chrono::microseconds(1000)) : max_sleep_(max_sleep) {}
+  /// Process-wide: whether this node runs more ranks than this process has cores.
+  static void set_oversubscribed(bool oversubscribed) noexcept;
   void pause();
-  void reset() { polls_ = 0; }
+  void reset() {
+    polls_ = 0;
+    phase_ = Phase::kSpin;
+  }
 
  private:
+  enum class Phase { kSpin, kYield, kSleep };
   std::chrono::microseconds max_sleep_;
   unsigned polls_ = 0;
+  Phase phase_ = Phase::kSpin;
   Clock::time_point since_{};
 };
 

@@ -1,9 +1,12 @@
 // init(): rendezvous (identity and store), then the world's mesh, then the world group.
 
+#include <sched.h>
+
 #include <numeric>
 
 #include <dcomm/dcomm.hpp>
 
+#include "common/deadline.hpp"
 #include "common/log.hpp"
 #include "rendezvous/bootstrap.hpp"
 #include "runtime/process_group_impl.hpp"
@@ -15,6 +18,13 @@ std::shared_ptr<ProcessGroup> init(const InitOptions& options) {
   rdzv::Bootstrap boot = rdzv::bootstrap(options);
   const Identity& id = boot.identity;
   log::set_rank(id.rank, id.world_size);
+  // More ranks on this node than cores for this process: waits yield almost at once (common/deadline.hpp).
+  cpu_set_t cpus;
+  if (sched_getaffinity(0, sizeof cpus, &cpus) == 0 && id.local_world_size > CPU_COUNT(&cpus)) {
+    Backoff::set_oversubscribed(true);
+    DCOMM_DEBUG("{} ranks on this node and {} cores: waits spin only briefly before yielding", id.local_world_size,
+                CPU_COUNT(&cpus));
+  }
   DCOMM_INFO("joined as rank {}/{} (local {}/{}, node {}/{}, from {})", id.rank, id.world_size, id.local_rank,
              id.local_world_size, id.node_rank, id.node_count, id.source);
 

@@ -107,21 +107,20 @@ WorkPtr ProcessGroupImpl::submit(coll::Args args, const CollectiveOptions& opts)
   check_usable(name);
   uint64_t seq = seq_.fetch_add(1);
   Duration timeout = opts.timeout == kDefaultTimeout ? world_->timeout : opts.timeout;
-  auto work = std::make_shared<CollectiveWork>(std::string(name) + ' ' + label_ + " (call " + std::to_string(seq) + ')',
-                                               world_->timeout);
   if (device.is_host() && !opts.async_op && executor_.try_enter_inline()) {
-    // Nothing queued ahead: run on the caller's thread, without a task object or a hand-off.
-    std::exception_ptr error;
+    // Nothing queued ahead: run on the caller's thread, without a task object, a hand-off or a handle of its own
+    // (a failure is thrown, so the handle returned is always a completed one).
     try {
       engine_->run(args, opts.algorithm, Deadline::after(timeout), seq);
     } catch (...) {
-      error = std::current_exception();
+      executor_.leave_inline();
+      throw;
     }
     executor_.leave_inline();
-    work->finish(error);
-    if (error) std::rethrow_exception(error);
-    return work;
+    return completed_work();
   }
+  auto work = std::make_shared<CollectiveWork>(std::string(name) + ' ' + label_ + " (call " + std::to_string(seq) + ')',
+                                               world_->timeout);
   std::string algorithm = opts.algorithm;
   coll::Engine* engine = engine_.get();
   Executor::Task task;

@@ -46,6 +46,10 @@ class CollectiveWork : public Work {
   std::exception_ptr error_;
 };
 
+/// The handle a blocking collective returns once it has succeeded: already complete, with nothing to wait for.
+/// One object serves every such call, so the blocking path allocates no handle.
+WorkPtr completed_work();
+
 /// A point-to-point handle over a mesh request.
 class P2PWork : public Work {
  public:

@@ -2,10 +2,13 @@
 //   Rank r keeps its blocks in a scratch buffer rotated so that place i holds rank (r + i) mod P's block, its own
 //   first. In round k it sends its first min(2^k, P - 2^k) blocks to rank r - 2^k and appends as many from rank
 //   r + 2^k; after the last round it copies place i to block (r + i) mod P of `recv`.
-// Cost: ⌈log₂P⌉α + (P-1)/P·nβ, plus a local copy of n.
+//   When every round's blocks fit kMaxRideBytes (host memory), the rounds are the call check's own (ride.hpp), run
+//   the other way round (to r + 2^k), and the engine sends no separate check.
+// Cost: ⌈log₂P⌉α + (P-1)/P·nβ, plus a local copy of n; plus the separate check when it does not ride.
 
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/primitives.hpp"
+#include "collectives/ride.hpp"
 
 namespace dcomm::coll {
 
@@ -13,6 +16,9 @@ void run_all_gather_bruck(Context& c) {
   const Args& a = c.args;
   const int p = c.size();
   const std::size_t n = a.send.count;
+  if (p > 1 && rides_else_check(c, gather_rides(static_cast<double>(n * c.esize()), p))) {
+    return ride_all_gather(c, a.send.data, n, a.recv.data);  // on the check's rounds, which run towards r + 2^k
+  }
   Scratch held = c.scratch(static_cast<std::size_t>(p) * n);
   c.copy(held.data(), a.send.data, n);
   uint32_t step = 0;
@@ -28,7 +34,8 @@ void run_all_gather_bruck(Context& c) {
 }
 
 double cost_all_gather_bruck(const CostParams& p, double n, int size) {
-  return log2_rounds(size) * p.alpha + fraction(size) * n * p.beta + n * p.gamma;
+  double own = log2_rounds(size) * p.alpha + fraction(size) * n * p.beta + n * p.gamma;
+  return size > 1 && gather_rides(n / size, size) ? own : own + call_check_cost(p, size);
 }
 
 }  // namespace dcomm::coll

@@ -108,13 +108,13 @@ void ShmTransport::handle(int from, const RecordHeader& h, const char* payload, 
     case RecordKind::kEager:
     case RecordKind::kRts: {
       uint64_t token = next_token_++;
-      held_.emplace(token, Held{from, h, h.kind == RecordKind::kEager ? payload : nullptr, {}});
+      held_.push_back(Held{token, from, h, h.kind == RecordKind::kEager ? payload : nullptr, {}});
       sink.arrived(*this, Incoming{from, h.tag, h.bytes, token});
       // Not received during the announcement: copy it out so the ring keeps flowing.
-      auto it = held_.find(token);
-      if (it != held_.end() && it->second.in_ring != nullptr) {
-        it->second.owned.assign(payload, payload + h.len);
-        it->second.in_ring = nullptr;
+      auto it = find_held(token);
+      if (it != held_.end() && it->in_ring != nullptr) {
+        it->owned.assign(payload, payload + h.len);
+        it->in_ring = nullptr;
       }
       return;
     }
@@ -151,13 +151,19 @@ void ShmTransport::ack(int to, uint64_t msg_id) {
   post(peer(to), h, nullptr);
 }
 
+std::deque<ShmTransport::Held>::iterator ShmTransport::find_held(uint64_t token) {
+  auto it = std::lower_bound(held_.begin(), held_.end(), token,
+                             [](const Held& h, uint64_t t) { return h.token < t; });
+  return it != held_.end() && it->token == token ? it : held_.end();
+}
+
 void ShmTransport::receive(const Incoming& msg, void* dst, const Device& /*device*/, OpPtr op) {
-  auto it = held_.find(msg.token);
+  auto it = find_held(msg.token);
   if (it == held_.end()) {
     op->fail(std::make_exception_ptr(Error(ErrorCode::kInternal, "shm: receive of an unknown message")));
     return;
   }
-  Held held = std::move(it->second);
+  Held held = std::move(*it);
   held_.erase(it);
   Peer& p = peer(held.peer);
   if (held.h.kind == RecordKind::kEager) {
@@ -190,10 +196,10 @@ void ShmTransport::receive(const Incoming& msg, void* dst, const Device& /*devic
 }
 
 void ShmTransport::discard(const Incoming& msg) {
-  auto it = held_.find(msg.token);
+  auto it = find_held(msg.token);
   if (it == held_.end()) return;
   // A large message is dropped without reading it; the ack still completes the sender's op.
-  if (it->second.h.kind == RecordKind::kRts) ack(it->second.peer, it->second.h.msg_id);
+  if (it->h.kind == RecordKind::kRts) ack(it->peer, it->h.msg_id);
   held_.erase(it);
 }
 

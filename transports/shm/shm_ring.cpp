@@ -1,5 +1,9 @@
 #include "transports/shm/shm_ring.hpp"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdint>
 #include <cstring>
 
 namespace dcomm::transport::shm {
@@ -13,6 +17,18 @@ void Ring::init() {
   new (ctl_) RingControl{};
   ctl_->head.store(0, std::memory_order_relaxed);
   ctl_->tail.store(0, std::memory_order_relaxed);
+}
+
+void Ring::prefault() const noexcept {
+  if (ctl_ == nullptr) return;
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(ctl_) / page * page;
+  const auto end = reinterpret_cast<uintptr_t>(data_) + capacity_;
+#ifdef MADV_POPULATE_WRITE
+  if (::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE) == 0) return;
+#endif
+  // Older kernels: a read maps a page of shared memory as well, and cannot disturb records already in flight.
+  for (uintptr_t at = begin; at < end; at += page) (void)*reinterpret_cast<const volatile char*>(at);
 }
 
 bool Ring::try_write(const RecordHeader& h, const void* payload) {

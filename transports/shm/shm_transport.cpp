@@ -87,6 +87,8 @@ void ShmTransport::connect(Store& store, const std::vector<PeerInfo>& peers, con
     }
     p.out = p.seg.ring(ctx_.self.rank);
     p.in = mine_.ring(info.rank);
+    p.out.prefault();
+    p.in.prefault();
     if (knobs_.cma) {
       int err = cma_probe(info.pid, p.seg.header()->probe_addr, p.seg.header()->probe_value);
       p.cma = err == 0;

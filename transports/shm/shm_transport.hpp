@@ -66,6 +66,7 @@ class ShmTransport final : public Transport {
     OpPtr op;
   };
   struct Held {  ///< an announced message whose payload waits for receive() or discard()
+    uint64_t token;
     int peer;
     RecordHeader h;
     const char* in_ring;  ///< eager payload still in the ring (only while it is being announced)
@@ -84,6 +85,7 @@ class ShmTransport final : public Transport {
   bool drain(int peer, ArrivalSink& sink);
   void handle(int peer, const RecordHeader& h, const char* payload, ArrivalSink& sink);
   void ack(int peer, uint64_t msg_id);
+  std::deque<Held>::iterator find_held(uint64_t token);
   Peer& peer(int rank) { return peers_[static_cast<std::size_t>(rank)]; }
   std::exception_ptr closed_error(const char* what) const;
 
@@ -94,7 +96,9 @@ class ShmTransport final : public Transport {
   std::vector<int> connected_;
   std::map<uint64_t, OutMessage> sends_;
   std::deque<uint64_t> streams_;
-  std::map<uint64_t, Held> held_;
+  /// In token order (tokens only grow): found by binary search and usually taken from an end (a message is
+  /// received as it is announced, or in arrival order later), with none of a map's allocation per message.
+  std::deque<Held> held_;
   std::map<std::pair<int, uint64_t>, InStream> in_streams_;
   uint64_t next_msg_id_ = 1;
   uint64_t next_token_ = 1;
