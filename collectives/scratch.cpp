@@ -1,21 +1,23 @@
-// Scratch memory on the call's device: malloc for host buffers; for device buffers the CUDA reductions'
-// stream-ordered allocator (never cudaMalloc/cudaFree, which may synchronise the device behind the runtime's
-// gate kernel that waits for this very collective).
+// Scratch memory on the call's device, kept for reuse: malloc'd blocks per thread for host buffers, cudaMalloc'd
+// blocks per device for device buffers (collectives/cuda/device_blocks.hpp). Device scratch must not come from the
+// stream-ordered allocator (cudaMallocAsync): algorithms send from their scratch, and the cuda_ipc transport can
+// hand a peer only memory that cudaIpcGetMemHandle exports, which pool memory is not. The device cache keeps
+// cudaMalloc and cudaFree, which may synchronise the device, out of all but the first calls of each size.
 
+#include <dcomm/error.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
-#include <dcomm/error.hpp>
 #include <new>
 #include <utility>
 #include <vector>
-#include <algorithm>
 
 #include "collectives/context.hpp"
 #include "collectives/device_support.hpp"
 
 #if DCOMM_CUDA_REDUCE
-#include "collectives/cuda/reduce_cuda.hpp"
+#include "collectives/cuda/device_blocks.hpp"
 #endif
 
 namespace dcomm::coll {
@@ -73,7 +75,7 @@ void release(char* data, std::size_t bytes, const Device& device) noexcept {
   if (data == nullptr) return;
 #if DCOMM_CUDA_REDUCE
   if (!device.is_host()) {
-    free_cuda(data, nullptr);
+    give_device_block(device.index, data, bytes);
     return;
   }
 #endif
@@ -91,7 +93,7 @@ Scratch::Scratch(std::size_t bytes, const Device& device) : device_(device) {
   if (bytes == 0) return;
   if (!device.is_host()) {
 #if DCOMM_CUDA_REDUCE
-    data_ = static_cast<char*>(alloc_cuda(bytes, nullptr));
+    data_ = static_cast<char*>(take_device_block(device.index, bytes, &bytes_));
     return;
 #else
     throw InvalidUsageError(fmt::format(

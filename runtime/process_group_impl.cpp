@@ -5,6 +5,7 @@
 #include <dcomm/error.hpp>
 
 #include "runtime/cuda/device.hpp"
+#include "runtime/cuda/stream_order.hpp"
 #include "transports/tags.hpp"
 
 namespace dcomm::runtime {
@@ -83,6 +84,9 @@ WorkPtr ProcessGroupImpl::post_p2p(bool is_send, const Buffer& buf, int peer, in
   std::string what = std::string(is_send ? "send to " : "recv from ") +
                      (peer == kAnySource ? std::string("any rank") : "rank " + std::to_string(peer)) + " (tag " +
                      std::to_string(tag) + ") " + label_;
+  // Device buffers: the work the caller queued on its stream before this call must be over before a transport
+  // touches the buffer. Point-to-point calls wait for it on the host (collectives do so on the group's worker).
+  if (!b.device.is_host()) wait_stream_work(b.device, opts.stream, Deadline::after(timeout), what);
   uint64_t wire_tag = transport::p2p_tag(view_.context, static_cast<uint64_t>(tag));
   int world_peer = peer == kAnySource ? kAnySource : view_.world_ranks[static_cast<std::size_t>(peer)];
   auto request = is_send ? world_->mesh->isend(world_peer, wire_tag, b.data, b.bytes(), b.device)

@@ -20,6 +20,7 @@
 #include <dcomm/types.hpp>
 
 #include "common/deadline.hpp"
+#include "transports/staging/stager.hpp"
 #include "transports/transport.hpp"
 
 namespace dcomm::transport {
@@ -55,6 +56,9 @@ struct MeshOptions {
   Duration timeout = std::chrono::seconds(300);
   std::string forced_transport;        ///< empty: DCOMM_TRANSPORT from the environment, else the best per peer
   Duration liveness_interval = std::chrono::milliseconds(200);  ///< how often waits check peer liveness
+  /// Copies device buffers to and from pinned host chunks, for peers only a host transport reaches; null: the
+  /// build's (staging::default_stager(): CUDA's, or none).
+  std::shared_ptr<staging::Stager> stager;
 };
 
 class Mesh {

@@ -15,6 +15,7 @@
 #include "transports/mesh_impl.hpp"
 #include "transports/peer_table.hpp"
 #include "transports/registry.hpp"
+#include "transports/staging/staged_transport.hpp"
 #include "transports/store_keys.hpp"
 
 namespace dcomm::transport {
@@ -55,6 +56,18 @@ std::vector<std::unique_ptr<Transport>> create_transports(const TransportContext
   return out;
 }
 
+/// Wraps every transport that moves host memory in a StagedTransport, which stages device buffers through pinned
+/// host chunks (or passes them through where the transport moves them itself) and parses staged messages from
+/// peers whatever memory they are received into. cuda_ipc moves only device memory and needs no wrapping.
+void wrap_for_staging(std::vector<std::unique_ptr<Transport>>& transports,
+                      const std::shared_ptr<staging::Stager>& stager) {
+  for (auto& t : transports) {
+    if (t->supports_device(Device::host())) {
+      t = std::make_unique<staging::StagedTransport>(std::move(t), stager);
+    }
+  }
+}
+
 /// Picks, per peer, the first transport (highest priority) that both sides created and that can connect.
 std::vector<Transport*> choose_routes(const std::vector<std::unique_ptr<Transport>>& transports,
                                       const std::vector<PeerRecord>& records, int self, const std::string& what) {
@@ -80,8 +93,9 @@ std::vector<Transport*> choose_routes(const std::vector<std::unique_ptr<Transpor
   return route;
 }
 
-/// Per peer, the first transport both sides created that can connect and moves CUDA memory (cuda_ipc), or null:
-/// device buffers to that peer then take its host route, which refuses them.
+/// Per peer, the first transport both sides created that can connect and moves CUDA memory: cuda_ipc on one node,
+/// else the staging wrapper of the host route (when this build can stage), or null: device buffers to that peer
+/// then take its host route, which refuses them.
 std::vector<Transport*> choose_device_routes(const std::vector<std::unique_ptr<Transport>>& transports,
                                              const std::vector<PeerRecord>& records, int self) {
   std::vector<Transport*> route(records.size(), nullptr);
@@ -122,7 +136,9 @@ std::shared_ptr<Mesh> Mesh::create(std::shared_ptr<Store> store, const PeerInfo&
   ctx.world_id = store->get_string(prefix + "world_id");
   std::string forced = options.forced_transport;
   if (forced.empty()) forced = env::get("DCOMM_TRANSPORT").value_or("");
+  auto stager = options.stager ? options.stager : staging::default_stager();
   auto transports = create_transports(ctx, forced, what);
+  wrap_for_staging(transports, stager);
   auto close_all = [&] {
     for (auto& t : transports) {
       if (t) t->close();

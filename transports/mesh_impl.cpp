@@ -52,9 +52,9 @@ void MeshImpl::check_args(const char* op, int peer, uint64_t tag, const void* da
                                         rank_, size(), op, dir, peer, size() - 1,
                                         any_source_ok ? ", or kAnySource" : ""));
   }
-  if (tag > kMaxTag) {
+  if (tag > kMaxMeshTag) {
     throw InvalidUsageError(fmt::format("rank {}/{}: {} {} rank {}: tag {} exceeds the largest tag {}", rank_,
-                                        size(), op, dir, peer, tag, kMaxTag));
+                                        size(), op, dir, peer, tag, kMaxMeshTag));
   }
   if (data == nullptr && bytes > 0) {
     throw InvalidUsageError(fmt::format("rank {}/{}: {} {} rank {}: null buffer for {}", rank_, size(), op, dir,

@@ -77,7 +77,4 @@ class MeshImpl final : public Mesh, private ArrivalSink {
   std::exception_ptr poison_;
 };
 
-/// An exception of the Error subclass that `code` names, carrying `message`.
-std::exception_ptr make_error(ErrorCode code, const std::string& message);
-
 }  // namespace dcomm::transport

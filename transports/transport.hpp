@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include <dcomm/error.hpp>
 #include <dcomm/store.hpp>
 
 #include "common/deadline.hpp"
@@ -32,6 +33,9 @@ namespace dcomm::transport {
 /// Tags travel as 44-bit values (UCX packs the source rank into the other 20 bits of its 64-bit tag).
 inline constexpr int kTagBits = 44;
 inline constexpr uint64_t kMaxTag = (uint64_t{1} << kTagBits) - 1;
+/// The top tag bit marks the messages of a staged device buffer (transports/staging); Mesh users get the rest.
+inline constexpr uint64_t kStagedBit = uint64_t{1} << (kTagBits - 1);
+inline constexpr uint64_t kMaxMeshTag = kStagedBit - 1;
 
 /// What rendezvous tells every transport about a rank.
 struct PeerInfo {
@@ -73,7 +77,11 @@ struct Incoming {
   uint64_t tag = 0;
   std::size_t bytes = 0;
   uint64_t token = 0;  ///< the transport's own handle of the message
+  bool staged = false; ///< announced by StagedTransport for a staged device buffer: `token` is its own
 };
+
+/// An exception of the Error subclass that `code` names, carrying `message`.
+std::exception_ptr make_error(ErrorCode code, const std::string& message);
 
 /// Where progress() announces arrivals.
 class ArrivalSink {

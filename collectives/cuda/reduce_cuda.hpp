@@ -32,9 +32,8 @@ void divide_cuda(void* dst, std::size_t count, DType dtype, int divisor, void* s
 /// ranges are copied as memmove would (through scratch memory).
 void copy_cuda(void* dst, const void* src, std::size_t bytes, void* stream);
 /// Scratch device memory from the stream-ordered allocator (cudaMallocAsync) on `stream` (null: as above), usable
-/// by work queued on that stream after this call. Collectives should take scratch from here rather than cudaMalloc
-/// and cudaFree: those may synchronise the whole device, which would wait behind a gate kernel on the caller's
-/// stream (runtime/cuda/stream_order.hpp) that itself waits for the running collective.
+/// by work queued on that stream after this call. Only for memory that never leaves this process: cuda_ipc cannot
+/// export pool memory, so scratch that algorithms may send comes from device_blocks.hpp (cudaMalloc, cached).
 void* alloc_cuda(std::size_t bytes, void* stream);
 /// Returns alloc_cuda memory once the work queued on `stream` so far is done with it. Never throws.
 void free_cuda(void* p, void* stream) noexcept;

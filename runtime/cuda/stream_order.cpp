@@ -176,6 +176,20 @@ CollectiveScope::CollectiveScope(StreamOrder& order, uint64_t ticket, const Dead
   }
 }
 
+void wait_stream_work(const Device& device, void* user_stream, const Deadline& deadline, std::string_view what) {
+  if (device.is_host()) return;
+  cuda::DeviceGuard guard(device.index);
+  cudaEvent_t ev = nullptr;
+  cuda::check(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), fmt::format("{}: cudaEventCreate", what));
+  struct Destroy {
+    cudaEvent_t ev;
+    ~Destroy() { (void)cudaEventDestroy(ev); }
+  } destroy{ev};
+  cuda::check(cudaEventRecord(ev, static_cast<cudaStream_t>(user_stream)),
+              fmt::format("{}: cudaEventRecord on the caller's stream {}", what, user_stream));
+  cuda::wait_event(ev, deadline, fmt::format("{}: the work queued on the caller's CUDA stream before the call", what));
+}
+
 #else  // host-only build: there are no streams to order against
 
 struct StreamOrder::State {
@@ -210,6 +224,14 @@ bool StreamOrder::gate_timed_out() const noexcept { return false; }
 struct CollectiveScope::Cuda {};
 CollectiveScope::CollectiveScope(StreamOrder& order, uint64_t ticket, const Deadline&, std::string_view)
     : order_(order), ticket_(ticket) {}
+
+void wait_stream_work(const Device&, void* user_stream, const Deadline&, std::string_view what) {
+  if (user_stream != nullptr) {
+    throw InvalidUsageError(fmt::format("{}: a CUDA stream was given but dcomm was built without CUDA; pass a null "
+                                        "stream",
+                                        what));
+  }
+}
 
 #endif
 

@@ -75,6 +75,12 @@ class CollectiveScope {
   std::unique_ptr<Cuda> cuda_;
 };
 
+/// For point-to-point calls on device buffers: waits on the host, polling with backoff, until the work queued on
+/// `user_stream` (null: the device's default stream) before this call has finished, so the transport neither reads
+/// a buffer a kernel is still writing nor overwrites one a kernel still reads. Throws TimeoutError naming `what`.
+/// Host buffers: returns at once. A build without CUDA rejects a non-null stream.
+void wait_stream_work(const Device& device, void* user_stream, const Deadline& deadline, std::string_view what);
+
 /// A group's StreamOrders, one per device it has run collectives on, created on first use. Thread-safe.
 class StreamOrders {
  public:

@@ -26,6 +26,7 @@
 #include "collectives/registry.hpp"
 #include "tests/collectives/reference.hpp"
 #include "tests/cuda/device_memory.hpp"
+#include "tests/cuda/test_kernels.hpp"
 
 extern char** environ;
 
@@ -138,7 +139,46 @@ void run_one(Rank& r, Collective c, const std::string& algo, DType t, ReduceOp o
   }
 }
 
+// Point-to-point on device buffers honours P2POptions::stream: each rank fills its send buffer with a kernel that
+// first idles 200 ms on its own stream and sends with that stream, so a send that did not wait for the kernel would
+// carry the old contents. Every rank sends to the next and receives from the previous.
+void p2p_stream_order(Rank& r) {
+  if (r.device < 0) return;  // host buffers have no stream to wait for
+  const std::size_t n = 65541;
+  const int me = r.pg.rank(), size = r.pg.size(), next = (me + 1) % size, prev = (me + size - 1) % size;
+  test::DeviceMemory out(n * sizeof(int32_t)), in(n * sizeof(int32_t));
+  cuda::check(cudaMemset(out.data(), 0, out.bytes()), "memset");
+  cuda::check(cudaMemset(in.data(), 0xFF, in.bytes()), "memset");
+  cuda::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  cudaStream_t stream = nullptr;
+  cuda::check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  try {
+    test::queue_delayed_fill(stream, reinterpret_cast<int32_t*>(out.data()), n, 1000 + me, 200'000'000);
+    P2POptions opts;
+    opts.stream = stream;
+    opts.async_op = true;
+    auto recv = r.pg.recv(Buffer(in.data(), n, DType::kInt32, Device::cuda(r.device)), prev, 77, opts);
+    auto send = r.pg.send(Buffer(out.data(), n, DType::kInt32, Device::cuda(r.device)), next, 77, opts);
+    send->wait();
+    recv->wait();
+    std::vector<int32_t> got(n);
+    std::memcpy(got.data(), in.download(n * sizeof(int32_t)).data(), n * sizeof(int32_t));
+    for (std::size_t i = 0; i < n; ++i) {
+      if (got[i] != 1000 + prev) {
+        r.failures.push_back(fmt::format("p2p stream order: element {} from rank {} is {}, want {} (the send did not "
+                                         "wait for the kernel on its stream)",
+                                         i, prev, got[i], 1000 + prev));
+        break;
+      }
+    }
+  } catch (const std::exception& e) {
+    r.failures.push_back(std::string("p2p stream order threw: ") + e.what());
+  }
+  (void)cudaStreamDestroy(stream);
+}
+
 int matrix(Rank& r) {
+  p2p_stream_order(r);
   const Collective kColls[] = {Collective::kAllReduce, Collective::kReduce, Collective::kReduceScatter,
                                Collective::kBroadcast, Collective::kAllGather, Collective::kAllToAll};
   uint64_t salt = 1;  // also counts the calls

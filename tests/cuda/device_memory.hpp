@@ -11,12 +11,29 @@
 
 namespace dcomm::test {
 
+/// Where a DeviceMemory comes from: cudaMalloc (exportable with legacy IPC) or the device's default stream-ordered
+/// pool (cudaMallocAsync, which legacy IPC cannot export: cuda_ipc stages it).
+enum class Allocator { kMalloc, kPool };
+
 class DeviceMemory {
  public:
-  explicit DeviceMemory(std::size_t bytes) : bytes_(bytes) {
-    cuda::check(cudaMalloc(&ptr_, bytes == 0 ? 1 : bytes), "test cudaMalloc");
+  explicit DeviceMemory(std::size_t bytes, Allocator from = Allocator::kMalloc) : bytes_(bytes), from_(from) {
+    const std::size_t n = bytes == 0 ? 1 : bytes;
+    if (from == Allocator::kPool) {
+      cuda::check(cudaMallocAsync(&ptr_, n, cudaStreamPerThread), "test cudaMallocAsync");
+      cuda::check(cudaStreamSynchronize(cudaStreamPerThread), "test cudaMallocAsync: synchronize");
+    } else {
+      cuda::check(cudaMalloc(&ptr_, n), "test cudaMalloc");
+    }
   }
-  ~DeviceMemory() { (void)cudaFree(ptr_); }
+  ~DeviceMemory() {
+    if (from_ == Allocator::kPool) {
+      (void)cudaFreeAsync(ptr_, cudaStreamPerThread);
+      (void)cudaStreamSynchronize(cudaStreamPerThread);
+    } else {
+      (void)cudaFree(ptr_);
+    }
+  }
   DeviceMemory(const DeviceMemory&) = delete;
   DeviceMemory& operator=(const DeviceMemory&) = delete;
 
@@ -34,6 +51,7 @@ class DeviceMemory {
  private:
   void* ptr_ = nullptr;
   std::size_t bytes_;
+  Allocator from_;
 };
 
 }  // namespace dcomm::test

@@ -2,6 +2,9 @@
 // through a FileStore. Worlds of 2 and 4 ranks exchange an all-pairs matrix of device messages (0 B, 1 B, odd
 // sizes, 1 MiB + 7) sent from odd offsets inside one allocation into misaligned receive buffers; then a peer that
 // is killed while a device send to it is in flight must be reported dead, and close() must fail the send.
+// The "pool" modes send from cudaMallocAsync memory, which legacy IPC cannot export, so it goes through the sender's
+// staging buffer in chunks (0 B, 1 B, odd sizes, and one message larger than all staging slots together); the
+// receiver takes those messages in reverse order of sending, so streaming must follow its receives, not the sends.
 // Exits 77 without a CUDA device.
 
 #include <dcomm/error.hpp>
@@ -12,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -19,6 +23,8 @@
 
 #include "tests/cuda/device_memory.hpp"
 #include "tests/cuda/file_store.hpp"
+#include "transports/cuda_ipc/ipc_memory.hpp"
+#include "transports/cuda_ipc/staged_send.hpp"
 #include "transports/registry.hpp"
 
 extern char** environ;
@@ -28,7 +34,13 @@ using namespace dcomm::transport;
 
 namespace {
 
+using test::Allocator;
+
 constexpr std::size_t kSizes[] = {0, 1, 17, 4099, (std::size_t{1} << 20) + 7};
+// Staged: within one chunk, a chunk and a byte, and more than every slot together (the slots are reused).
+constexpr std::size_t kChunk = transport::cuda_ipc::StagingLayout::kChunkBytes;
+constexpr std::size_t kPoolSizes[] = {0, 1, 17, 4099, kChunk + 1,
+                                      2 * transport::cuda_ipc::StagingLayout::kBufferBytes + 13};
 constexpr auto kTimeout = std::chrono::seconds(60);
 
 unsigned char byte_at(int src, int dst, std::size_t k, std::size_t i) {
@@ -68,10 +80,18 @@ World join(int rank, int size, const std::string& dir) {
 }
 
 // Every rank sends every size to every other rank (tag = size index) and checks what it receives.
-int run_matrix(World& w) {
+int run_matrix(World& w, Allocator from) {
+  const bool pool = from == Allocator::kPool;
+  const std::vector<std::size_t> sizes = pool ? std::vector<std::size_t>(std::begin(kPoolSizes), std::end(kPoolSizes))
+                                              : std::vector<std::size_t>(std::begin(kSizes), std::end(kSizes));
   std::size_t total = 0;
-  for (std::size_t s : kSizes) total += s + 3;
-  test::DeviceMemory send_mem(total * static_cast<std::size_t>(w.size));
+  for (std::size_t s : sizes) total += s + 3;
+  test::DeviceMemory send_mem(total * static_cast<std::size_t>(w.size), from);
+  if (pool && transport::cuda_ipc::ipc_exportable(send_mem.data())) {
+    std::fprintf(stderr, "rank %d: cudaMallocAsync memory reads as IPC-exportable; the staged path is not tested\n",
+                 w.rank);
+    return 1;
+  }
   std::vector<OpPtr> sends;
   struct Expected {
     int src;
@@ -83,14 +103,14 @@ int run_matrix(World& w) {
   std::size_t offset = 3;  // odd offsets: the handle's base and the payload's offset differ
   for (int dst = 0; dst < w.size; ++dst) {
     if (dst == w.rank) continue;
-    for (std::size_t k = 0; k < std::size(kSizes); ++k) {
-      std::vector<unsigned char> data(kSizes[k]);
+    for (std::size_t k = 0; k < sizes.size(); ++k) {
+      std::vector<unsigned char> data(sizes[k]);
       for (std::size_t i = 0; i < data.size(); ++i) data[i] = byte_at(w.rank, dst, k, i);
       send_mem.upload(data.data(), data.size(), offset);
       sends.push_back(std::make_shared<Op>());
       w.transport->isend(dst, k, send_mem.data() + offset, data.size(), Device::cuda(w.device), sends.back());
-      offset += kSizes[k] + 3;
-      recvs.push_back({dst, k, std::make_unique<test::DeviceMemory>(kSizes[k] + 1), nullptr});
+      offset += sizes[k] + 3;
+      recvs.push_back({dst, k, std::make_unique<test::DeviceMemory>(sizes[k] + 1, from), nullptr});
     }
   }
   Collect sink;
@@ -103,12 +123,22 @@ int run_matrix(World& w) {
     return true;
   };
   std::vector<OpPtr> recv_ops(recvs.size());
+  std::vector<Incoming> held;  // pool mode: every arrival, received only once all have come, last sent first
   while (!all_done(sends) || !all_done(recv_ops)) {
     if (deadline.expired()) {
       std::fprintf(stderr, "rank %d: matrix not done after %s\n", w.rank, format_duration(deadline.elapsed()).c_str());
       return 1;
     }
     bool any = w.transport->progress(sink);
+    if (pool) {
+      held.insert(held.end(), sink.pending.begin(), sink.pending.end());
+      sink.pending.clear();
+      if (held.size() == recvs.size()) {
+        std::sort(held.begin(), held.end(), [](const Incoming& a, const Incoming& b) { return a.tag > b.tag; });
+        sink.pending = std::move(held);
+        held.clear();
+      }
+    }
     for (const Incoming& m : sink.pending) {
       for (std::size_t e = 0; e < recvs.size(); ++e) {
         if (recvs[e].src == m.source && recvs[e].k == m.tag && !recv_ops[e]) {
@@ -124,8 +154,8 @@ int run_matrix(World& w) {
   int failures = 0;
   for (const OpPtr& op : sends) failures += op->state() != Op::State::kDone;
   for (const Expected& e : recvs) {
-    std::vector<unsigned char> got = e.mem->download(kSizes[e.k], 1);
-    bool ok = e.op->state() == Op::State::kDone && e.op->bytes() == kSizes[e.k];
+    std::vector<unsigned char> got = e.mem->download(sizes[e.k], 1);
+    bool ok = e.op->state() == Op::State::kDone && e.op->bytes() == sizes[e.k];
     for (std::size_t i = 0; ok && i < got.size(); ++i) ok = got[i] == byte_at(e.src, w.rank, e.k, i);
     if (!ok) std::fprintf(stderr, "rank %d: message %zu from rank %d is wrong\n", w.rank, e.k, e.src);
     failures += !ok;
@@ -141,9 +171,9 @@ int run_matrix(World& w) {
 }
 
 // Rank 1 dies; rank 0's send to it must not complete, liveness must name the dead process, close must fail it.
-int run_kill(World& w) {
+int run_kill(World& w, Allocator from) {
   if (w.rank == 1) raise(SIGKILL);
-  test::DeviceMemory mem(1 << 20);
+  test::DeviceMemory mem(1 << 20, from);
   auto op = std::make_shared<Op>();
   w.transport->isend(1, 5, mem.data(), mem.bytes(), Device::cuda(w.device), op);
   Collect sink;
@@ -166,7 +196,8 @@ int run_kill(World& w) {
 int child(const std::string& mode, int rank, int size, const std::string& dir) {
   try {
     World w = join(rank, size, dir);
-    return mode == "kill" ? run_kill(w) : run_matrix(w);
+    const Allocator from = mode.ends_with("-pool") ? Allocator::kPool : Allocator::kMalloc;
+    return mode.starts_with("kill") ? run_kill(w, from) : run_matrix(w, from);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
     return 1;
@@ -231,5 +262,7 @@ int main(int argc, char** argv) {
     return 77;
   }
   int failures = run_world(argv[0], 2, "matrix") + run_world(argv[0], 4, "matrix") + run_world(argv[0], 2, "kill", 1);
+  failures += run_world(argv[0], 2, "matrix-pool") + run_world(argv[0], 3, "matrix-pool");
+  failures += run_world(argv[0], 2, "kill-pool", 1);
   return failures == 0 ? 0 : 1;
 }

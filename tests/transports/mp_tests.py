@@ -4,6 +4,9 @@
 usage: mp_tests.py DCOMM_RUN MP_TRANSPORTS CASE
   conformance_N   N ranks over shm: every rank exits 0
   conformance_streamed_N   the same without CMA and with small rings and chunks
+  staged_peer_killed_N   peer_killed with rank 0's message staged from (fake) device memory
+  staging_N       N ranks over shm: device buffers (the fake stager's) staged over the host transport
+  staging_ucx_N   the same over ucx (meson adds it only when the build has ucx)
   peer_killed_N   N ranks; the last kills itself (SIGKILL) while rank 0 sends to it: every survivor fails
                   within a few seconds (the op timeout is 120 s) naming the dead rank, its pid and its host
 Exits 0 when the case passes, 1 with the launcher's output when it fails.
@@ -32,13 +35,21 @@ def fail(what, r):
     sys.exit(1)
 
 
-def conformance(nproc, extra_env=None):
-    r = run(nproc, "conformance", extra_env)
+def conformance(nproc, extra_env=None, mode="conformance", transport="shm"):
+    r = run(nproc, mode, dict(extra_env or {}, DCOMM_TRANSPORT=transport))
     if r.returncode != 0:
-        fail(f"conformance over shm with {nproc} processes failed", r)
+        fail(f"{mode} over {transport} with {nproc} processes failed", r)
     for rank in range(nproc):
-        if f"rank {rank} over shm: 0 failure(s)" not in r.stdout:
-            fail(f"rank {rank} did not report a clean run over shm", r)
+        if f"rank {rank} over {transport}: 0 failure(s)" not in r.stdout:
+            fail(f"rank {rank} did not report a clean {mode} run over {transport}", r)
+
+
+def staging(nproc):
+    conformance(nproc, mode="staging")
+
+
+def staging_ucx(nproc):
+    conformance(nproc, mode="staging", transport="ucx")
 
 
 def conformance_streamed(nproc):
@@ -47,8 +58,8 @@ def conformance_streamed(nproc):
                         "DCOMM_SHM_CHUNK_BYTES": "16000"})
 
 
-def peer_killed(nproc):
-    r = run(nproc, "peer_killed")
+def peer_killed(nproc, mode="peer_killed"):
+    r = run(nproc, mode)
     dead = nproc - 1
     host = socket.gethostname()
     if r.returncode == 0:
@@ -67,6 +78,8 @@ def peer_killed(nproc):
 if __name__ == "__main__":
     DCOMM_RUN, MP_TRANSPORTS, CASE = sys.argv[1], sys.argv[2], sys.argv[3]
     name, nproc = CASE.rsplit("_", 1)
-    cases = {"conformance": conformance, "conformance_streamed": conformance_streamed, "peer_killed": peer_killed}
+    cases = {"conformance": conformance, "conformance_streamed": conformance_streamed, "peer_killed": peer_killed,
+             "staging": staging, "staging_ucx": staging_ucx,
+             "staged_peer_killed": lambda n: peer_killed(n, "staged_peer_killed")}
     cases[name](int(nproc))
     print(f"{CASE}: passed")

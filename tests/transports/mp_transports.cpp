@@ -3,6 +3,9 @@
 //   peer_killed  the last rank posts traffic and kills itself with SIGKILL; every survivor must fail well before
 //                the op timeout with an error naming the dead rank and its host. Survivors print
 //                "SURVIVOR rank R after S s: <error>" and exit 3; anything else exits 1.
+//   staging      every rank runs the staging cases (device buffers staged over the host transport), with the fake
+//                stager standing in for CUDA; exit 0 when all pass.
+//   staged_peer_killed  the same with rank 0's message staged from (fake) device memory.
 //   bench        rank 0 and 1: 8-byte ping-pong latency and 16 MiB bandwidth (a measurement, not a test).
 // The transport is whatever DCOMM_TRANSPORT says (the tests force shm).
 #include <fmt/format.h>
@@ -16,6 +19,8 @@
 
 #include "rendezvous/bootstrap.hpp"
 #include "tests/transports/conformance.hpp"
+#include "tests/transports/fake_stager.hpp"
+#include "tests/transports/staging_cases.hpp"
 #include "transports/peer_table.hpp"
 
 namespace {
@@ -26,11 +31,14 @@ constexpr int kExitPass = 0;
 constexpr int kExitFail = 1;
 constexpr int kExitSurvivorSawDeath = 3;
 
-std::shared_ptr<Mesh> join(dcomm::rdzv::Bootstrap& boot) {
+constexpr std::size_t kStagingChunk = 1000;
+
+std::shared_ptr<Mesh> join(dcomm::rdzv::Bootstrap& boot, std::shared_ptr<dcomm::transport::staging::Stager> stager) {
   const dcomm::Identity& id = boot.identity;
   auto self = dcomm::transport::local_peer_info(id.rank, id.local_rank, id.node_rank, id.host_id);
   dcomm::transport::MeshOptions opts;
   opts.timeout = std::chrono::seconds(120);
+  opts.stager = std::move(stager);
   return Mesh::create(dcomm::make_prefix_store("mesh/", boot.store), self, id.world_size, opts);
 }
 
@@ -46,20 +54,33 @@ int conformance(Mesh& m) {
   return log.failures.empty() ? kExitPass : kExitFail;
 }
 
-int peer_killed(Mesh& m) {
+int staging(Mesh& m, const dcomm::test::FakeStager& stager) {
+  dcomm::test::RankLog log;
+  dcomm::test::FakeDeviceAccess dev;
+  dcomm::test::run_staging_cases(m, log, dev, kStagingChunk);
+  log.expect(stager.copies() > 0, "no copy went through the stager");
+  for (const auto& f : log.failures) std::fprintf(stderr, "FAIL %s\n", f.c_str());
+  std::printf("rank %d over %s: %zu failure(s)\n", m.rank(), m.transport_name((m.rank() + 1) % m.size()),
+              log.failures.size());
+  return log.failures.empty() ? kExitPass : kExitFail;
+}
+
+int peer_killed(Mesh& m, bool staged) {
   const int dead = m.size() - 1;
+  // staged: rank 0's message is a "device" buffer (the fake stager's), so it is mid-staging when the peer dies.
+  const dcomm::Device dev = staged ? dcomm::Device::cuda(0) : dcomm::Device::host();
   const std::size_t kBytes = 64u << 20;
   std::vector<uint8_t> buf(kBytes, static_cast<uint8_t>(m.rank() + 1));
   if (m.rank() == dead) {
     // Post a receive for rank 0's large message and a small send, then die without progressing either: rank
     // 0's send is announced but never pulled or acknowledged.
-    auto r = m.irecv(0, 1, buf.data(), kBytes);
+    auto r = m.irecv(0, 1, buf.data(), kBytes, dev);
     auto s = m.isend(0, 5, buf.data(), 8);
     std::fflush(stdout);
     ::raise(SIGKILL);
   }
   // Rank 0 is mid-send to the dead rank; rank 1 (in worlds of 3) waits for anyone's message.
-  dcomm::transport::RequestPtr req = m.rank() == 0 ? m.isend(dead, 1, buf.data(), kBytes)
+  dcomm::transport::RequestPtr req = m.rank() == 0 ? m.isend(dead, 1, buf.data(), kBytes, dev)
                                                    : m.irecv(dcomm::kAnySource, 2, buf.data(), kBytes);
   auto start = std::chrono::steady_clock::now();
   try {
@@ -124,7 +145,7 @@ int bench(Mesh& m) {
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "conformance";
   // A survivor must outlive dcomm-run's SIGTERM to the group after a rank dies, long enough to report.
-  if (mode == "peer_killed") {
+  if (mode == "peer_killed" || mode == "staged_peer_killed") {
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
@@ -132,12 +153,18 @@ int main(int argc, char** argv) {
   }
   try {
     auto boot = dcomm::rdzv::bootstrap(dcomm::InitOptions{});
-    auto mesh = join(boot);
-    int rc = mode == "conformance" ? conformance(*mesh) : mode == "peer_killed" ? peer_killed(*mesh)
+    // The kill case stages in 1 MiB chunks, as real stagers do (4 MiB): chunks above the transport's eager limit
+    // complete only when the receiver has taken them, so a dead receiver leaves the send pending. With the
+    // 1000-byte chunks of the staging cases every chunk would be buffered eagerly, like any small message.
+    auto stager = std::make_shared<dcomm::test::FakeStager>(mode == "staged_peer_killed" ? 1u << 20 : kStagingChunk, 3);
+    auto mesh = join(boot, stager);
+    int rc = mode == "conformance" ? conformance(*mesh) : mode == "peer_killed" ? peer_killed(*mesh, false)
+             : mode == "staged_peer_killed" ? peer_killed(*mesh, true)
              : mode == "bench"     ? bench(*mesh)
+             : mode == "staging"   ? staging(*mesh, *stager)
                                    : (std::fprintf(stderr, "unknown mode %s\n", mode.c_str()), kExitFail);
     // Every rank finishes its cases before any closes: an early exit looks like a failed peer to the others.
-    if (mode != "peer_killed") {
+    if (mode != "peer_killed" && mode != "staged_peer_killed") {
       boot.store->set(fmt::format("done/{}", mesh->rank()), std::string("1"));
       std::vector<std::string> keys;
       for (int r = 0; r < mesh->size(); ++r) keys.push_back(fmt::format("done/{}", r));

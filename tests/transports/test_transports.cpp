@@ -92,7 +92,7 @@ TEST_CASE("mesh setup rejects bad arguments and unknown transports before any I/
       ++n;
     }
     try {
-      m.irecv(0, dcomm::transport::kMaxTag + 1, nullptr, 0);
+      m.irecv(0, dcomm::transport::kMaxMeshTag + 1, nullptr, 0);
     } catch (const dcomm::InvalidUsageError&) {
       ++n;
     }

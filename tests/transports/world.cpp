@@ -19,7 +19,8 @@ std::vector<std::string> in_process_transports() {
   return out;
 }
 
-std::vector<std::string> run_world(const std::string& transport, int world_size, const RankBody& body) {
+std::vector<std::string> run_world(const std::string& transport, int world_size, const RankBody& body,
+                                   const MeshTweak& tweak) {
   auto store = make_memory_store(std::chrono::seconds(60));
   std::vector<RankLog> logs(static_cast<std::size_t>(world_size));
   std::vector<std::thread> threads;
@@ -36,6 +37,7 @@ std::vector<std::string> run_world(const std::string& transport, int world_size,
         opts.forced_transport = transport;
         opts.timeout = std::chrono::seconds(60);
         opts.liveness_interval = std::chrono::milliseconds(50);
+        if (tweak) tweak(opts);
         mesh = transport::Mesh::create(store, self, world_size, opts);
         body(*mesh, log);
       } catch (const std::exception& e) {

@@ -63,7 +63,9 @@ bool CopyEngine::poll(const std::function<void(const FinishedCopy&)>& finished) 
 void CopyEngine::close() noexcept {
   for (auto& [device, s] : streams_) (void)cudaStreamSynchronize(s);
   for (InFlight& f : in_flight_) {
-    f.done.op->fail(std::make_exception_ptr(AbortedError(f.what + ": aborted because the transport closed")));
+    if (f.done.op) {
+      f.done.op->fail(std::make_exception_ptr(AbortedError(f.what + ": aborted because the transport closed")));
+    }
     spare_events_.push_back(f.event);
   }
   in_flight_.clear();

@@ -17,13 +17,16 @@
 
 namespace dcomm::transport::cuda_ipc {
 
-/// What a copy completes: the receive's op, and the (peer, seq) its acknowledgement names.
+/// What a copy completes: the receive's op, and the (peer, seq) its acknowledgement names. A chunk of a staged
+/// message (staged_receive.hpp) has no op of its own and names the staging slot it empties.
 struct FinishedCopy {
   int peer = -1;
   uint64_t seq = 0;
   std::size_t bytes = 0;
-  OpPtr op;
+  OpPtr op;                  ///< null for a chunk
   std::exception_ptr error;  ///< set when the copy failed on the device
+  bool chunk = false;
+  uint64_t slot_offset = 0;  ///< a chunk's slot in the sender's staging buffer
 };
 
 class CopyEngine {
@@ -37,8 +40,8 @@ class CopyEngine {
   void start(int device, void* dst, const void* src, std::size_t bytes, FinishedCopy done, std::string what);
   /// Calls `finished` for every copy that completed (or failed) since the last poll; returns whether any did.
   bool poll(const std::function<void(const FinishedCopy&)>& finished);
-  /// Waits for copies still running (device work only, which always ends), fails their ops with AbortedError and
-  /// releases streams and events. Never throws.
+  /// Waits for copies still running (device work only, which always ends), fails their ops (chunks have none) with
+  /// AbortedError and releases streams and events. Never throws.
   void close() noexcept;
 
  private:

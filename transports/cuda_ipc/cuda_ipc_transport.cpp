@@ -8,7 +8,8 @@
 //                into the destination on B's copy stream, then an event.
 //   B progress:  once the event fires, completes the receive and puts a kAck record in ring B->A.
 //   A progress:  pops the ack and completes the send: A may reuse its buffer.
-// Ranks in one process (threads as ranks) send the pointer itself instead of an IPC handle.
+// Ranks in one process (threads as ranks) send the pointer itself instead of an IPC handle. Memory that legacy IPC
+// cannot export (cudaMallocAsync pools and the like) goes through a staging buffer instead (staged_send.hpp).
 
 #include <dcomm/error.hpp>
 #include <fmt/format.h>
@@ -27,6 +28,8 @@
 #include "transports/cuda_ipc/copy_engine.hpp"
 #include "transports/cuda_ipc/cuda_check.hpp"
 #include "transports/cuda_ipc/ipc_memory.hpp"
+#include "transports/cuda_ipc/staged_receive.hpp"
+#include "transports/cuda_ipc/staged_send.hpp"
 #include "transports/registry.hpp"
 
 namespace dcomm::transport {
@@ -51,7 +54,11 @@ std::string segment_name(const std::string& world_id, int rank) {
 
 class CudaIpcTransport final : public Transport {
  public:
-  explicit CudaIpcTransport(const TransportContext& ctx) : ctx_(ctx), peers_(ctx.world_size) {}
+  explicit CudaIpcTransport(const TransportContext& ctx)
+      : ctx_(ctx), peers_(ctx.world_size),
+        staged_out_(ctx.self.rank, ctx.world_size, [this](int peer, const ControlRecord& r) { post_to(peer, r); }),
+        staged_in_(ctx.self.rank, [this](int peer, const ControlRecord& r) { post_to(peer, r); }, imports_,
+                   copies_) {}
   ~CudaIpcTransport() override { close(); }
 
   const char* name() const override { return "cuda_ipc"; }
@@ -106,10 +113,15 @@ class CudaIpcTransport final : public Transport {
     rec.bytes = bytes;
     if (bytes > 0) {
       cuda::DeviceGuard guard(device.index);
-      cuda_ipc::ExportedRange r = cuda_ipc::export_range(data, !p.same_process);
-      rec.base = r.base;
-      rec.offset = r.offset;
-      rec.handle = r.handle;
+      if (!p.same_process && !cuda_ipc::ipc_exportable(data)) {
+        staged_out_.add(peer, p.next_seq, data, bytes, device.index);
+        rec.kind = ControlRecord::kStaged;
+      } else {
+        cuda_ipc::ExportedRange r = cuda_ipc::export_range(data, !p.same_process);
+        rec.base = r.base;
+        rec.offset = r.offset;
+        rec.handle = r.handle;
+      }
     }
     rec.seq = p.next_seq++;  // only once nothing can fail any more
     p.sends.emplace(rec.seq, SendState{std::move(op), bytes});
@@ -125,16 +137,21 @@ class CudaIpcTransport final : public Transport {
       ControlRecord rec;
       while (cuda_ipc::ring_pop(own_.ring(static_cast<int>(r)), &rec)) {
         any = true;
-        if (rec.kind == ControlRecord::kAck) {
-          acked(p, rec);
-        } else {
-          const uint64_t token = next_token_++;
-          incoming_.emplace(token, Pending{static_cast<int>(r), rec});
-          sink.arrived(*this, Incoming{static_cast<int>(r), rec.tag, rec.bytes, token});
-        }
+        dispatch(static_cast<int>(r), rec, sink);
       }
     }
+    any |= staged_out_.progress([this](int peer, uint64_t seq, std::exception_ptr error) {
+      Peer& p = peers_.at(static_cast<std::size_t>(peer));
+      auto it = p.sends.find(seq);
+      if (it == p.sends.end()) return;
+      it->second.op->fail(std::move(error));
+      p.sends.erase(it);
+    });
     any |= copies_.poll([this](const cuda_ipc::FinishedCopy& f) {
+      if (f.chunk) {
+        staged_in_.copied(f, f.error ? copy_failure(f) : nullptr);
+        return;
+      }
       if (f.error) {
         f.op->fail(copy_failure(f));
       } else {
@@ -155,11 +172,13 @@ class CudaIpcTransport final : public Transport {
     }
     try {
       const int dev = device.is_host() ? current_device() : device.index;
+      if (m.rec.kind == ControlRecord::kStaged) return staged_in_.start(m.peer, m.rec.seq, dst, m.rec.bytes, dev, op);
       cuda::DeviceGuard guard(dev);
       void* base = p.same_process ? reinterpret_cast<void*>(m.rec.base) : imports_.open(m.peer, m.rec.base,
                                                                                           m.rec.handle);
       const void* src = static_cast<const char*>(base) + m.rec.offset;
-      copies_.start(dev, dst, src, m.rec.bytes, cuda_ipc::FinishedCopy{m.peer, m.rec.seq, m.rec.bytes, op, nullptr},
+      copies_.start(dev, dst, src, m.rec.bytes,
+                    cuda_ipc::FinishedCopy{m.peer, m.rec.seq, m.rec.bytes, op, nullptr, false, 0},
                     fmt::format("cuda_ipc rank {}: copy of {} from rank {}", ctx_.self.rank,
                                 format_bytes(m.rec.bytes), m.peer));
     } catch (...) {
@@ -193,6 +212,8 @@ class CudaIpcTransport final : public Transport {
       p.connected = false;
     }
     copies_.close();
+    staged_in_.close();
+    staged_out_.close();
     imports_.close_all();
     own_ = {};
   }
@@ -243,6 +264,32 @@ class CudaIpcTransport final : public Transport {
     return m;
   }
 
+  // Where progress() sends each record it pops: messages to the mesh, the rest to the side they concern.
+  void dispatch(int peer, const ControlRecord& rec, ArrivalSink& sink) {
+    switch (rec.kind) {
+      case ControlRecord::kAck:
+        return acked(peers_.at(static_cast<std::size_t>(peer)), rec);
+      case ControlRecord::kGo:
+        return staged_out_.go(peer, rec.seq);
+      case ControlRecord::kSlotFree:
+        return staged_out_.slot_free(peer, rec.offset);
+      case ControlRecord::kChunk:
+        return staged_in_.chunk(peer, rec);
+      case ControlRecord::kCancel:
+        return staged_in_.cancel(peer, rec.seq);
+      case ControlRecord::kMessage:
+      case ControlRecord::kStaged: {
+        const uint64_t token = next_token_++;
+        incoming_.emplace(token, Pending{peer, rec});
+        return sink.arrived(*this, Incoming{peer, rec.tag, rec.bytes, token});
+      }
+    }
+    DCOMM_WARN("cuda_ipc rank {}: record of unknown kind {} from rank {} dropped; do both ranks run the same dcomm?",
+               ctx_.self.rank, static_cast<uint32_t>(rec.kind), peer);
+  }
+
+  void post_to(int peer, const ControlRecord& rec) { post(peers_.at(static_cast<std::size_t>(peer)), rec); }
+
   // Records go out in order: straight into the ring unless earlier ones still wait for room.
   void post(Peer& p, const ControlRecord& rec) {
     if (!p.backlog.empty() || !cuda_ipc::ring_push(p.segment.ring(ctx_.self.rank), rec)) p.backlog.push_back(rec);
@@ -289,6 +336,7 @@ class CudaIpcTransport final : public Transport {
     }
     SendState send = std::move(it->second);
     p.sends.erase(it);
+    staged_out_.forget(p.info.rank, rec.seq);  // a staged send streams no more chunks
     if (rec.failed) {
       send.op->fail(std::make_exception_ptr(RemoteError(fmt::format(
           "cuda_ipc rank {}: rank {} on {} could not copy the message out of this rank's device memory - check "
@@ -305,6 +353,8 @@ class CudaIpcTransport final : public Transport {
   uint64_t next_token_ = 1;
   cuda_ipc::ImportCache imports_;
   cuda_ipc::CopyEngine copies_;
+  cuda_ipc::StagedSender staged_out_;   // after the members its callbacks use
+  cuda_ipc::StagedReceiver staged_in_;  // after imports_ and copies_, which it refers to
 };
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <cuda.h>  // driver types only: the one driver call is looked up through the runtime, so no -lcuda
 #include <fmt/format.h>
 
+#include <bit>
 #include <cstring>
 
 #include "transports/cuda_ipc/cuda_check.hpp"
@@ -11,19 +12,29 @@ namespace dcomm::transport::cuda_ipc {
 namespace {
 
 using GetAddressRange = CUresult (*)(CUdeviceptr*, std::size_t*, CUdeviceptr);
+using GetPointerAttribute = CUresult (*)(void*, CUpointer_attribute, CUdeviceptr);
+
+// The driver calls the runtime API lacks, looked up once through the runtime so dcomm needs no -lcuda.
+template <typename Fn>
+Fn driver_fn(const char* name) {
+  void* p = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  cuda::check(cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &found),
+              fmt::format("cuda_ipc: looking up {}", name));
+  if (found != cudaDriverEntryPointSuccess || p == nullptr) {
+    cuda::throw_error(cudaErrorSymbolNotFound, fmt::format("cuda_ipc: the driver has no {}", name));
+  }
+  return reinterpret_cast<Fn>(p);
+}
 
 // The runtime API has no "allocation that contains this pointer" query; the driver's cuMemGetAddressRange does.
 GetAddressRange address_range_fn() {
-  static const GetAddressRange fn = [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    cuda::check(cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &p, 12000, cudaEnableDefault, &found),
-                "cuda_ipc: looking up cuMemGetAddressRange");
-    if (found != cudaDriverEntryPointSuccess || p == nullptr) {
-      cuda::throw_error(cudaErrorSymbolNotFound, "cuda_ipc: the driver has no cuMemGetAddressRange");
-    }
-    return reinterpret_cast<GetAddressRange>(p);
-  }();
+  static const GetAddressRange fn = driver_fn<GetAddressRange>("cuMemGetAddressRange");
+  return fn;
+}
+
+GetPointerAttribute pointer_attribute_fn() {
+  static const GetPointerAttribute fn = driver_fn<GetPointerAttribute>("cuPointerGetAttribute");
   return fn;
 }
 
@@ -43,11 +54,27 @@ ExportedRange export_range(const void* data, bool with_handle) {
   r.offset = reinterpret_cast<uint64_t>(data) - r.base;
   if (with_handle) {
     cuda::check(cudaIpcGetMemHandle(&r.handle, reinterpret_cast<void*>(base)),
-                fmt::format("cuda_ipc: cudaIpcGetMemHandle for the allocation at {:#x} holding {} (memory from "
-                            "cudaMallocAsync pools or cudaMallocManaged cannot be shared; send from memory that "
-                            "cudaMalloc returned)", r.base, data));
+                fmt::format("cuda_ipc: cudaIpcGetMemHandle for the allocation at {:#x} holding {} (the driver "
+                            "reported it exportable; check that the buffer was not freed while being sent)", r.base,
+                            data));
   }
   return r;
+}
+
+static_assert(std::endian::native == std::endian::little, "ipc_exportable reads a boolean of unknown width");
+
+bool ipc_exportable(const void* data) noexcept {
+  try {
+    // The driver documents the attribute as a boolean without fixing its width: a zeroed 64-bit word reads the same
+    // whether it writes 1, 4 or 8 bytes of it (little-endian, like every target dcomm builds for).
+    uint64_t capable = 0;
+    CUresult res = pointer_attribute_fn()(&capable, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
+                                          reinterpret_cast<CUdeviceptr>(data));
+    return res != CUDA_SUCCESS || capable != 0;
+  } catch (...) {
+    (void)cudaGetLastError();
+    return true;  // no answer: let export_range try, and report whatever is wrong
+  }
 }
 
 void* ImportCache::open(int peer, uint64_t base, const cudaIpcMemHandle_t& handle) {

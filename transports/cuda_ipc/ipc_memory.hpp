@@ -19,8 +19,14 @@ struct ExportedRange {
 };
 
 /// Finds `data`'s allocation (on the current device) and, when `with_handle`, its IPC handle. Throws CudaError
-/// naming the pointer when the memory cannot be exported (cudaMallocAsync pools and managed memory cannot).
+/// naming the pointer when the memory cannot be exported (check ipc_exportable first).
 ExportedRange export_range(const void* data, bool with_handle);
+
+/// Whether legacy IPC can export the allocation holding `data` (the driver's IS_LEGACY_CUDA_IPC_CAPABLE): false for
+/// cudaMallocAsync pools, cuMemCreate mappings (PyTorch's expandable segments) and managed memory, which the
+/// transport then stages (staged_send.hpp). True when the driver cannot tell, so export_range reports the problem.
+/// Never throws.
+bool ipc_exportable(const void* data) noexcept;
 
 /// The receiver's mappings of its peers' allocations, keyed by (peer, base). A handle that differs from the cached
 /// one for the same base means the peer freed that allocation and got a new one at the same address: the old

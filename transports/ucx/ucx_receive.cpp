@@ -37,7 +37,8 @@ bool UcxTransport::progress(ArrivalSink& sink) {
   return any;
 }
 
-void UcxTransport::start_receive(const Incoming& msg, void* dst, ucp_datatype_t datatype, OpPtr op) {
+void UcxTransport::start_receive(const Incoming& msg, void* dst, ucp_datatype_t datatype, const Device& device,
+                                 OpPtr op) {
   const Pending::Kind kind = op ? Pending::Kind::kReceive : Pending::Kind::kDiscard;
   Pending* p = requests_->add(kind, msg.source, msg.tag, msg.bytes, std::move(op));
   ucp_request_param_t param{};
@@ -45,6 +46,7 @@ void UcxTransport::start_receive(const Incoming& msg, void* dst, ucp_datatype_t 
   param.cb.recv = &UcxRequests::on_receive;
   param.user_data = p;
   param.datatype = datatype;
+  hint_memory_type(param, device);
   auto* handle = reinterpret_cast<ucp_tag_message_h>(msg.token);
   requests_->started(p, ucp_tag_msg_recv_nbx(worker_->get(), dst, msg.bytes, handle, &param));
 }
@@ -60,22 +62,23 @@ void UcxTransport::claim(const Incoming& msg, const char* call) {
 
 void UcxTransport::receive(const Incoming& msg, void* dst, const Device& device, OpPtr op) {
   check_open("receive");
-  if (!device.is_host() || (dst == nullptr && msg.bytes > 0) || !op) {
+  const std::string bad_device = refuse_device(device);
+  if (!bad_device.empty() || (dst == nullptr && msg.bytes > 0) || !op) {
     throw InvalidUsageError(fmt::format("ucx receive on {} from rank {} ({}, tag {:#x}, {}): {}", who(), msg.source,
                                         format_bytes(msg.bytes), msg.tag, to_string(device),
-                                        !device.is_host() ? "the ucx transport moves host memory only"
-                                        : !op             ? "no op to complete"
-                                                          : "null buffer"));
+                                        !bad_device.empty() ? bad_device
+                                        : !op               ? "no op to complete"
+                                                            : "null buffer"));
   }
   claim(msg, "receive");
-  start_receive(msg, dst, ucp_dt_make_contig(1), std::move(op));
+  start_receive(msg, dst, ucp_dt_make_contig(1), device, std::move(op));
 }
 
 void UcxTransport::discard(const Incoming& msg) {
   check_open("discard");
   claim(msg, "discard");
   // The drop datatype accepts the bytes and keeps none; the sender's op completes as for any receive.
-  start_receive(msg, nullptr, worker_->drop_datatype(), nullptr);
+  start_receive(msg, nullptr, worker_->drop_datatype(), Device::host(), nullptr);
 }
 
 }  // namespace dcomm::transport::ucx

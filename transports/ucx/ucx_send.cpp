@@ -12,13 +12,14 @@ namespace dcomm::transport::ucx {
 void UcxTransport::isend(int peer, uint64_t tag, const void* data, std::size_t bytes, const Device& device, OpPtr op) {
   check_open("isend");
   ucp_ep_h ep = endpoints_->ep(peer);
-  if (ep == nullptr || tag > kMaxTag || !device.is_host() || (data == nullptr && bytes > 0)) {
+  const std::string bad_device = refuse_device(device);
+  if (ep == nullptr || tag > kMaxTag || !bad_device.empty() || (data == nullptr && bytes > 0)) {
     throw InvalidUsageError(fmt::format("ucx isend on {} to rank {} ({}, tag {:#x}, {}): {}", who(), peer,
                                         format_bytes(bytes), tag, to_string(device),
-                                        ep == nullptr       ? "no ucx endpoint to that rank (not connected over ucx)"
-                                        : tag > kMaxTag     ? fmt::format("the tag exceeds {} bits", kTagBits)
-                                        : !device.is_host() ? "the ucx transport moves host memory only"
-                                                            : "null buffer"));
+                                        ep == nullptr         ? "no ucx endpoint to that rank (not connected over ucx)"
+                                        : tag > kMaxTag       ? fmt::format("the tag exceeds {} bits", kTagBits)
+                                        : !bad_device.empty() ? bad_device
+                                                              : "null buffer"));
   }
   if (const std::string& cause = endpoints_->cause(peer); !cause.empty()) {
     // The peer is known to be unreachable: fail fast with the first cause rather than queue on a dead endpoint.
@@ -31,6 +32,7 @@ void UcxTransport::isend(int peer, uint64_t tag, const void* data, std::size_t b
   param.cb.send = &UcxRequests::on_send;
   param.user_data = p;
   param.datatype = ucp_dt_make_contig(1);
+  hint_memory_type(param, device);
   requests_->started(p, ucp_tag_send_nbx(ep, data, bytes, pack_tag(ctx_.self.rank, tag), &param));
 }
 

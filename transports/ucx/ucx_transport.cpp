@@ -25,6 +25,8 @@ UcxTransport::UcxTransport(const TransportContext& ctx) : ctx_(ctx) {
                     ctx.world_size, kSourceBits, kMaxWorldSize));
   }
   worker_ = std::make_unique<UcxWorker>(who());
+  memory_types_ = worker_->memory_types();
+  cuda_memory_ = worker_->supports(UCS_MEMORY_TYPE_CUDA);
   endpoints_ =
       std::make_unique<UcxEndpoints>(worker_->get(), ctx.self, ctx.world_size,
                                      [this](int peer, const std::string& cause) { requests_->fail_peer(peer, cause); });
@@ -35,6 +37,18 @@ std::string UcxTransport::who() const { return fmt::format("rank {}/{}", ctx_.se
 
 void UcxTransport::check_open(const char* call) const {
   if (!worker_) throw InvalidUsageError(fmt::format("ucx {} on {}: the transport is closed", call, who()));
+}
+
+std::string UcxTransport::refuse_device(const Device& device) const {
+  if (supports_device(device)) return {};
+  return fmt::format("UCX reports memory types {} but not cuda, so the ucx transport moves host memory only (a UCX "
+                     "built with CUDA lists cuda_copy in `ucx_info -d`)", memory_type_names(memory_types_));
+}
+
+void UcxTransport::hint_memory_type(ucp_request_param_t& param, const Device& device) {
+  if (device.is_host()) return;
+  param.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+  param.memory_type = UCS_MEMORY_TYPE_CUDA;
 }
 
 void UcxTransport::publish(Store& store) {
@@ -58,7 +72,7 @@ void UcxTransport::close() noexcept {
   Deadline deadline = Deadline::after(std::min(ctx_.timeout, kCloseBudget));
   // Messages announced but never taken are dropped, so UCX gets its buffers back and their senders complete.
   try {
-    for (const auto& [token, msg] : announced_) start_receive(msg, nullptr, worker_->drop_datatype(), nullptr);
+    for (const auto& [token, msg] : announced_) start_receive(msg, nullptr, worker_->drop_datatype(), Device::host(), nullptr);
   } catch (const std::exception& e) {  // only allocation can fail here; the worker's destruction frees the rest
     DCOMM_DEBUG("ucx: dropping unreceived messages at close: {}", e.what());
   }

@@ -4,6 +4,10 @@
 
 #include <dcomm/error.hpp>
 
+#include <mutex>
+
+#include "common/log.hpp"
+
 namespace dcomm::transport::ucx {
 namespace {
 
@@ -27,9 +31,39 @@ const ucp_generic_dt_ops_t kDropOps = {drop_start_pack, drop_start_unpack, drop_
                           who, call, status_text(status)));
 }
 
+// Reads and logs (at INFO, once per process: every context of a process reads the same UCX_* configuration) the
+// memory types UCX can move. A failed query leaves host only, the one type every UCX build moves.
+uint64_t query_memory_types(ucp_context_h context, const std::string& who) {
+  ucp_context_attr_t attr{};
+  attr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
+  ucs_status_t st = ucp_context_query(context, &attr);
+  const uint64_t types = st == UCS_OK ? (attr.memory_types | UCS_BIT(UCS_MEMORY_TYPE_HOST))
+                                      : UCS_BIT(UCS_MEMORY_TYPE_HOST);
+  static std::once_flag logged;
+  std::call_once(logged, [&] {
+    if (st != UCS_OK) {
+      DCOMM_INFO("ucx {}: ucp_context_query failed ({}); assuming UCX moves host memory only", who, status_text(st));
+    } else {
+      DCOMM_INFO("ucx {}: UCX reports memory types: {}; the ucx transport moves {}", who, memory_type_names(types),
+                 (types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0 ? "host and CUDA device buffers" : "host buffers only");
+    }
+  });
+  return types;
+}
+
 }  // namespace
 
 std::string status_text(ucs_status_t status) { return ucs_status_string(status); }
+
+std::string memory_type_names(uint64_t mask) {
+  std::string out;
+  for (int t = UCS_MEMORY_TYPE_HOST; t < UCS_MEMORY_TYPE_LAST; ++t) {
+    if ((mask & UCS_BIT(t)) == 0) continue;
+    if (!out.empty()) out += ", ";
+    out += ucs_memory_type_names[t];
+  }
+  return out.empty() ? "none" : out;
+}
 
 UcxWorker::UcxWorker(const std::string& who) {
   ucp_config_t* config = nullptr;
@@ -43,6 +77,7 @@ UcxWorker::UcxWorker(const std::string& who) {
   st = ucp_init(&params, config, &context_);
   ucp_config_release(config);
   if (st != UCS_OK) fail_setup(who, "ucp_init", st);
+  memory_types_ = query_memory_types(context_, who);
 
   ucp_worker_params_t wparams{};
   wparams.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;

@@ -6,6 +6,10 @@
 // variable, and dcomm overrides none of them. The worker runs in UCS_THREAD_MODE_SERIALIZED: Mesh serialises every
 // call under its lock, but the calls may come from different threads (a Work waited on by another thread), which
 // UCS_THREAD_MODE_SINGLE does not allow.
+//
+// The memory types UCX can move (ucp_context_query's memory_types: host always, CUDA only when UCX was built with
+// CUDA and its cuda transports are enabled) are read once at setup; the transport moves device buffers only when
+// UCX reports their type.
 
 #include <ucp/api/ucp.h>
 
@@ -17,6 +21,9 @@ namespace dcomm::transport::ucx {
 
 /// "Connection reset by remote peer": UCX's words for a status.
 std::string status_text(ucs_status_t status);
+
+/// "host, cuda": the names of the memory types in a ucp_context_attr_t::memory_types mask.
+std::string memory_type_names(uint64_t mask);
 
 class UcxWorker {
  public:
@@ -31,6 +38,9 @@ class UcxWorker {
   Store::Bytes address() const;
   /// A datatype whose unpack drops the data; count is in bytes.
   ucp_datatype_t drop_datatype() const { return drop_; }
+  /// The memory types UCX reports for this context, a mask of UCS_BIT(ucs_memory_type_t).
+  uint64_t memory_types() const { return memory_types_; }
+  bool supports(ucs_memory_type_t type) const { return (memory_types_ & UCS_BIT(type)) != 0; }
   /// One ucp_worker_progress() call; returns how many events it handled.
   unsigned progress() { return ucp_worker_progress(worker_); }
 
@@ -43,6 +53,7 @@ class UcxWorker {
   std::size_t address_bytes_ = 0;
   ucp_datatype_t drop_ = 0;
   bool have_drop_ = false;
+  uint64_t memory_types_ = UCS_BIT(UCS_MEMORY_TYPE_HOST);
 };
 
 }  // namespace dcomm::transport::ucx
