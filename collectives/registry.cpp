@@ -35,7 +35,7 @@ const std::vector<Algorithm>& algorithm_table() {
       {C::kAllReduce, "one_to_all", "everyone to rank 0, rank 0 back to everyone (parameter server)", supports_any,
        run_all_reduce_one_to_all, cost_all_reduce_one_to_all},
       {C::kAllReduce, "shm_direct", "one node: each rank reduces its slice straight from the others' shared memory",
-       supports_all_reduce_shm_direct, run_all_reduce_shm_direct, cost_all_reduce_shm_direct},
+       supports_all_reduce_shm_direct, run_all_reduce_shm_direct, cost_all_reduce_shm_direct, true},
       {C::kAllReduce, "bruck", "every rank gathers all inputs (Bruck) riding on the call check, reduces in rank order",
        supports_any, run_all_reduce_bruck, cost_all_reduce_bruck, true},
       {C::kBroadcast, "binomial", "binomial tree from the root", supports_any, run_broadcast_binomial,

@@ -3,7 +3,8 @@
 //   rank creates a shared-memory segment with two halves of the capacity, the ranks agree that all succeeded,
 //   map each other's segments and unlink the names. The windows stay mapped while the group lives.
 //   Per call, in the half (call parity) not used by the previous call:
-//   1. Each rank copies its input into its own window. Barrier (dissemination over the mesh).
+//   1. Each rank copies its input into its own window. Barrier (dissemination over the mesh; with the call check
+//      on, the check's own rounds, so the call pays no separate check).
 //   2. Rank r reduces slice r (of P nearly equal slices) straight from every rank's window, in rank order, into
 //      its output and back into slice r of its own window. Barrier.
 //   3. Each rank copies slice q from rank q's window, for every q != r.
@@ -21,6 +22,7 @@
 #include <dcomm/error.hpp>
 
 #include "collectives/algorithms/algorithms.hpp"
+#include "collectives/call_check.hpp"
 #include "collectives/dissemination.hpp"
 #include "collectives/primitives.hpp"
 #include "collectives/shm_segments.hpp"
@@ -93,13 +95,23 @@ void run_all_reduce_shm_direct(Context& c) {
   const auto rounds = static_cast<uint32_t>(pattern::ceil_log2(p));
   if (!*c.state) *c.state = std::make_unique<Windows>();
   auto& w = static_cast<Windows&>(**c.state);
-  if (!w.unavailable && n * c.esize() > w.capacity) w.unavailable = !grow(c, w, n * c.esize(), 0);
+  const bool grows = !w.unavailable && n * c.esize() > w.capacity;
+  // The call check (c.call) is a dissemination, so it can be the first barrier. Where the windows must be set up
+  // first, or are unavailable, it runs before anything else, so that a mismatched call never reaches the setup.
+  const bool check_first = c.call != nullptr && (grows || w.unavailable);
+  if (check_first) check_calls_match(c, c.call);
+  if (grows) w.unavailable = !grow(c, w, n * c.esize(), 0);
   if (w.unavailable) return ring_instead(c);
-  const std::size_t half = (w.calls++ % 2) * w.capacity;
+  const std::size_t half = (w.calls % 2) * w.capacity;
   auto window = [&](int q) { return w.win->of(q) + half; };
 
   c.copy(window(c.rank()), c.work, n);
-  barrier(c, 2 * rounds);
+  if (c.call != nullptr && !check_first) {
+    check_calls_match(c, c.call);  // a mismatched call throws here, before anyone reads a window
+  } else {
+    barrier(c, 2 * rounds);
+  }
+  ++w.calls;  // only a call that got past the check moves on to the other half
   std::vector<pattern::Block> slices = pattern::even_blocks(n, p);
   const pattern::Block mine = slices[static_cast<std::size_t>(c.rank())];
   if (mine.count > 0) {

@@ -27,11 +27,12 @@ Args all_reduce_of(std::vector<float>& in, std::vector<float>& out, std::size_t 
   return a;
 }
 
-// One correct bruck all_reduce of `count` elements, checked against the serial sum.
-void check_sum(Engine& engine, const GroupView& view, std::size_t count, uint64_t seq, test::RankRecord& rec) {
+// One correct all_reduce of `count` elements with `algo`, checked against the serial sum.
+void check_sum(Engine& engine, const GroupView& view, std::size_t count, const std::string& algo, uint64_t seq,
+               test::RankRecord& rec) {
   std::vector<float> in(count), out(count, -1.0f);
   for (std::size_t i = 0; i < count; ++i) in[i] = input(view.rank, i);
-  engine.run(all_reduce_of(in, out, count), "bruck", soon(), seq);
+  engine.run(all_reduce_of(in, out, count), algo, soon(), seq);
   for (std::size_t i = 0; i < count; ++i) {
     float want = 0;
     for (int q = 0; q < view.size; ++q) want += input(q, i);
@@ -52,54 +53,62 @@ struct Mismatch {
 
 }  // namespace
 
-TEST_CASE("a mismatched call raises on every rank when the check rides on bruck's rounds", "[collectives][engine]") {
-  static std::vector<float> big(4096);
-  std::vector<Mismatch> cases = {
-      {"count (both ride)", [](Args& a, std::string&) { a.send.count = a.recv.count = 5; }, "count 5 vs 4"},
-      {"count (too large to ride)",
-       [](Args& a, std::string&) { a.send = a.recv = Buffer(big.data(), big.size()); }, "count 4096 vs 4"},
-      {"dtype", [](Args& a, std::string&) { a.send.dtype = a.recv.dtype = DType::kInt32; }, "dtype int32 vs float32"},
-      {"op", [](Args& a, std::string&) { a.red = ReduceOp::kMax; }, "op max vs sum"},
-      {"algorithm (separate check)", [](Args&, std::string& algo) { algo = "ring"; }, "algorithm ring vs bruck"},
-      {"collective (a barrier riding too)",
-       [](Args& a, std::string& algo) {
-         a = Args{};
-         a.coll = Collective::kBarrier;
-         algo = "";
-       },
-       "collective barrier vs all_reduce"},
-  };
-  for (const char* transport : {"loopback", "shm"}) {
-    for (int size : {2, 3, 5}) {
-      for (const Mismatch& m : cases) {
-        auto records = test::run_group(
-            size,
-            [&](const GroupView& view, test::RankRecord& rec) {
-              auto engine = Engine::create(view);
-              std::vector<float> x(8, 1.0f), y(8);
-              Args a = all_reduce_of(x, y, 4);
-              std::string algo = "bruck";
-              const int odd = view.size - 1;
-              if (view.rank == odd) m.change(a, algo);
-              try {
-                engine->run(a, algo, soon(), 0);
-                rec.failures.push_back(std::string(m.name) + " mismatch not detected");
-              } catch (const InvalidUsageError& e) {
-                std::string w = e.what();
-                if (w.find("rank " + std::to_string(odd) + " called") == std::string::npos ||
-                    w.find(m.expect) == std::string::npos) {
-                  rec.failures.push_back("unhelpful message: " + w);
+TEST_CASE("a mismatched call raises on every rank when the check rides on an all_reduce's rounds",
+          "[collectives][engine]") {
+  // bruck carries the check on its gather; shm_direct makes it its first barrier (once its windows exist: the
+  // warm-up call creates them, and the large count makes one rank set up larger ones, checking first).
+  static std::vector<float> big(20000);
+  for (const std::string base : {"bruck", "shm_direct"}) {
+    std::vector<Mismatch> cases = {
+        {"count (both ride)", [](Args& a, std::string&) { a.send.count = a.recv.count = 5; }, "count 5 vs 4"},
+        {"count (too large to ride)", [](Args& a, std::string&) { a.send = a.recv = Buffer(big.data(), big.size()); },
+         "count 20000 vs 4"},
+        {"dtype", [](Args& a, std::string&) { a.send.dtype = a.recv.dtype = DType::kInt32; },
+         "dtype int32 vs float32"},
+        {"op", [](Args& a, std::string&) { a.red = ReduceOp::kMax; }, "op max vs sum"},
+        {"algorithm (separate check)", [](Args&, std::string& algo) { algo = "ring"; }, "algorithm ring vs "},
+        {"collective (a barrier riding too)",
+         [](Args& a, std::string& algo) {
+           a = Args{};
+           a.coll = Collective::kBarrier;
+           algo = "";
+         },
+         "collective barrier vs all_reduce"},
+    };
+    for (const char* transport : {"loopback", "shm"}) {
+      for (int size : {2, 3, 5}) {
+        for (const Mismatch& m : cases) {
+          auto records = test::run_group(
+              size,
+              [&](const GroupView& view, test::RankRecord& rec) {
+                auto engine = Engine::create(view);
+                std::vector<float> x(8, 1.0f), y(8);
+                engine->run(all_reduce_of(x, y, 4), base, soon(), 0);  // warm-up: shm_direct's windows
+                Args a = all_reduce_of(x, y, 4);
+                std::string algo = base;
+                const int odd = view.size - 1;
+                if (view.rank == odd) m.change(a, algo);
+                try {
+                  engine->run(a, algo, soon(), 1);
+                  rec.failures.push_back(std::string(m.name) + " mismatch not detected");
+                } catch (const InvalidUsageError& e) {
+                  std::string w = e.what();
+                  if (w.find("rank " + std::to_string(odd) + " called") == std::string::npos ||
+                      w.find(m.expect) == std::string::npos) {
+                    rec.failures.push_back("unhelpful message: " + w);
+                  }
                 }
-              }
-              Args b;
-              b.coll = Collective::kBarrier;
-              engine->run(b, "", soon(), 1);  // the group is still in step
-              check_sum(*engine, view, 7, 2, rec);
-            },
-            transport);
-        auto failures = test::summarize(records);
-        INFO(transport << " P=" << size << " " << m.name << ": " << (failures.empty() ? "" : failures.front()));
-        CHECK(failures.empty());
+                Args b;
+                b.coll = Collective::kBarrier;
+                engine->run(b, "", soon(), 2);  // the group is still in step
+                check_sum(*engine, view, 7, base, 3, rec);
+              },
+              transport);
+          auto failures = test::summarize(records);
+          INFO(base << " " << transport << " P=" << size << " " << m.name << ": "
+                    << (failures.empty() ? "" : failures.front()));
+          CHECK(failures.empty());
+        }
       }
     }
   }
@@ -171,7 +180,7 @@ TEST_CASE("bruck rides the check up to its limit and falls back beyond it, with 
             // 1 element; the largest that rides at P = 2 (1024 floats = 4 KiB) and one beyond; a larger odd count.
             for (std::size_t count : {std::size_t{1}, std::size_t{1023}, std::size_t{1024}, std::size_t{1025},
                                       std::size_t{5001}}) {
-              check_sum(*engine, view, count, seq++, rec);
+              check_sum(*engine, view, count, "bruck", seq++, rec);
             }
           },
           "shm");
@@ -201,4 +210,5 @@ TEST_CASE("the cost model charges the separate check to the algorithms that do n
   CHECK(bruck->fuses_check);
   CHECK_FALSE(ring->fuses_check);
   CHECK(find_algorithm(Collective::kBarrier, "dissemination")->fuses_check);
+  CHECK(find_algorithm(Collective::kAllReduce, "shm_direct")->fuses_check);
 }
