@@ -1,6 +1,7 @@
 // Fitting the cost model at Engine::create. The probe is collective over the group and short (a few ms): a warm-up
-// exchange with the ring neighbours, 6 rounds of 8-byte messages (α: the fastest round), 2 rounds of 128 KiB
-// (β: the fastest round's extra time per byte), and a timed reduction of 2 MiB of float32 (γ). The ranks then agree
+// exchange with the ring neighbours, 6 rounds of 8-byte messages (α: the fastest round), 6 rounds of 128 KiB
+// (β: the fastest round's extra time per byte; with 2, three ranks on two cores measured β 20x too high, every
+// round having waited for a core), and a timed reduction of 2 MiB of float32 (γ). The ranks then agree
 // on the maximum of each, so that every rank's cost model - and therefore every rank's choice of algorithm - is the
 // same.
 
@@ -24,7 +25,7 @@ namespace {
 constexpr uint64_t kProbeSeq = 0xFFFFF;
 constexpr std::size_t kLarge = 128 * 1024;
 constexpr int kSmallRounds = 6;
-constexpr int kLargeRounds = 2;
+constexpr int kLargeRounds = 6;
 constexpr std::size_t kGammaBytes = std::size_t{2} << 20;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
