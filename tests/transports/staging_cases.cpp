@@ -9,8 +9,13 @@
 
 namespace dcomm::test {
 
-void FakeDeviceAccess::write(void* dst, const void* src, std::size_t bytes) { std::memcpy(dst, src, bytes); }
-void FakeDeviceAccess::read(void* dst, const void* src, std::size_t bytes) { std::memcpy(dst, src, bytes); }
+// memcpy wants non-null pointers even for 0 bytes, and an empty vector's data() may be null.
+void FakeDeviceAccess::write(void* dst, const void* src, std::size_t bytes) {
+  if (bytes > 0) std::memcpy(dst, src, bytes);
+}
+void FakeDeviceAccess::read(void* dst, const void* src, std::size_t bytes) {
+  if (bytes > 0) std::memcpy(dst, src, bytes);
+}
 
 namespace {
 
@@ -42,6 +47,7 @@ class Buf {
   Device device() const { return dev_ != nullptr ? dev_->device() : Device::host(); }
   const char* where() const { return dev_ != nullptr ? "device" : "host"; }
   void set(const std::vector<uint8_t>& v) {
+    if (v.empty()) return;
     if (dev_ != nullptr) {
       dev_->write(ptr_, v.data(), v.size());
     } else {
