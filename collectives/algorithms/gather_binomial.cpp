@@ -2,7 +2,9 @@
 //   Every rank collects its subtree's blocks in relative-rank order (v = (r - root) mod P): its own first, then
 //   each child's subtree share as it arrives, and sends the lot to its parent in one message. The root finally
 //   puts the blocks back in rank order. Regular gather only (uniform blocks).
-// Cost: ⌈log₂P⌉α + (P-1)/P·nβ.
+// Cost: ⌈log₂P⌉α + (P-1)/P·nβ + nγ: the blocks pass through a scratch buffer in relative-rank order, so the
+// root copies all n bytes once more than the linear version does (γ, the per-byte reduce cost, stands in for a
+// copy's). On few ranks that copy is what makes linear the faster one for large n.
 
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/primitives.hpp"
@@ -37,7 +39,7 @@ void run_gather_binomial(Context& c) {
 }
 
 double cost_gather_binomial(const CostParams& p, double n, int size) {
-  return log2_rounds(size) * p.alpha + fraction(size) * n * p.beta;
+  return log2_rounds(size) * p.alpha + fraction(size) * n * p.beta + n * p.gamma;
 }
 
 }  // namespace dcomm::coll
