@@ -42,7 +42,9 @@ struct CollectiveOptions {
 struct P2POptions {
   Duration timeout = kDefaultTimeout;
   bool async_op = false;
-  void* stream = nullptr;  ///< as in CollectiveOptions
+  /// CUDA buffers: a cudaStream_t whose queued work the send or recv waits for on the host before it is posted.
+  /// Null: the current device's default stream.
+  void* stream = nullptr;
 };
 
 class ProcessGroup {
