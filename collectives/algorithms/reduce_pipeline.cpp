@@ -1,13 +1,14 @@
 // reduce[pipeline]: a pipelined chain toward the root in relative-rank order (v = (r - root) mod P).
 //   The vector is cut into k = ⌈n / chunk⌉ pieces. Rank v = P-1 sends its pieces to v-1 at once; every other
 //   rank receives piece i from v+1 into one of a few scratch slots, combines it into its own vector and forwards
-//   the result to v-1 (the root, v = 0, keeps it). Up to kAhead receives are in flight, so piece i+1 arrives while
-//   piece i is combined: communication and reduction overlap, where binomial and linear receive whole vectors and
-//   only then combine them.
-// Cost with k = ⌈n / chunk⌉ and s = n/k: the first piece crosses P-1 links, paying α + s(β + γ) at each; the
-//   other k-1 follow one stage apart, each stage α + s·max(β, γ) since a transfer overlaps the previous
-//   reduction: (P-1)(α + s(β + γ)) + (k-1)(α + s·max(β, γ)) → n·max(β, γ) for large n, where binomial pays
-//   ⌈log₂P⌉n(β + γ).
+//   the result to v-1 (the root, v = 0, keeps it). Up to kAhead receives are posted ahead, so piece i+1 can land
+//   while piece i is combined, and rank v combines piece i+1 while rank v-1 combines piece i.
+// Cost with k = ⌈n / chunk⌉ and s = n/k: (P + k - 2)(α + s(β + γ)): the first piece crosses P-1 stages, the other
+//   k-1 follow one stage apart. A stage pays both β and γ because over shm the receiver itself copies each piece
+//   (one process_vm_readv) before combining it: the overlap is between ranks, not inside one. On 2 ranks that is
+//   binomial's work in k messages, so it never wins there; on P ranks it approaches n(β + γ) where binomial pays
+//   ⌈log₂P⌉n(β + γ), given a core per rank. Measured on the 2-core development machine it did not win on 2 or 3
+//   ranks, so its row is by_name_only (docs/algorithms.md).
 
 #include <algorithm>
 #include <cmath>
@@ -61,8 +62,7 @@ void run_reduce_pipeline(Context& c) {
 double cost_reduce_pipeline(const CostParams& p, double n, int size) {
   if (size <= 1) return 0;
   const double k = std::max(1.0, std::ceil(n / p.chunk_bytes));
-  const double s = n / k;
-  return (size - 1) * (p.alpha + s * (p.beta + p.gamma)) + (k - 1) * (p.alpha + s * std::max(p.beta, p.gamma));
+  return (size + k - 2) * (p.alpha + n / k * (p.beta + p.gamma));
 }
 
 }  // namespace dcomm::coll
