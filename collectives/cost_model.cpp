@@ -47,6 +47,7 @@ const Algorithm* cheapest(const Args& args, const GroupView& view, const CostPar
   const Algorithm* best = nullptr;
   double best_t = 0;
   for (const Prediction& p : predict(args, view, params)) {
+    if (p.algorithm->by_name_only) continue;
     if (best == nullptr || p.seconds < best_t) best = p.algorithm, best_t = p.seconds;
   }
   return best;

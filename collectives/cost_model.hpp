@@ -21,7 +21,8 @@ struct Prediction {
 double model_bytes(const Args& args, int size);
 /// Every algorithm of args.coll that supports the call, with its predicted time, in table order.
 std::vector<Prediction> predict(const Args& args, const GroupView& view, const CostParams& params);
-/// The cheapest of predict() (ties go to the earlier row), or null when none supports the call.
+/// The cheapest of predict() other than by_name_only rows (ties go to the earlier row), or null when none
+/// supports the call.
 const Algorithm* cheapest(const Args& args, const GroupView& view, const CostParams& params);
 /// A representative call of `c` moving `bytes` (uint8 elements), for explain() and tests.
 Args sample_args(Collective c, std::size_t bytes, int size);

@@ -51,6 +51,8 @@ const std::vector<Algorithm>& algorithm_table() {
        run_reduce_linear, cost_reduce_linear},
       {C::kReduce, "bruck", "every rank gathers all inputs (Bruck) riding on the call check; the root combines them",
        supports_any, run_reduce_bruck, cost_reduce_bruck, true},
+      {C::kReduce, "pipeline", "pipelined chain to the root; a piece's transfer overlaps the last one's reduction",
+       supports_any, run_reduce_pipeline, cost_reduce_pipeline, false, true},
       {C::kScatter, "binomial", "binomial tree from the root (regular scatter)", supports_regular, run_scatter_binomial,
        cost_scatter_binomial},
       {C::kScatter, "linear", "the root sends each rank its block (scatter and scatterv)", supports_any,

@@ -34,6 +34,9 @@ struct Algorithm {
   /// Whether run() carries out the call check itself, on its first exchange (Context::call); the engine then
   /// sends no separate check, and the cost model charges the others for it.
   bool fuses_check = false;
+  /// Whether only a name (set_algorithm, DCOMM_ALGO, dcomm-bench --algo) selects it: the cost model still prices
+  /// it for explain(), but never picks it, because measurements did not show it winning anywhere.
+  bool by_name_only = false;
 };
 
 const std::vector<Algorithm>& algorithm_table();

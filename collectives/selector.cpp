@@ -157,7 +157,7 @@ std::string Selector::explain(Collective c, std::size_t bytes, const GroupView& 
   const Algorithm* best = cheapest(args, view, params_);
   for (const Prediction& p : predict(args, view, params_)) {
     out += fmt::format("  {:<20} {:>12}{}\n", p.algorithm->name, format_seconds(p.seconds),
-                       p.algorithm == best ? "  <- cheapest" : "");
+                       p.algorithm == best ? "  <- cheapest" : (p.algorithm->by_name_only ? "  (by name only)" : ""));
   }
   std::string origin;
   std::string name = forced(c, &origin);

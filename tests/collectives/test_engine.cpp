@@ -232,6 +232,26 @@ TEST_CASE("the cost model picks latency-bound algorithms for tiny messages, band
   }
 }
 
+TEST_CASE("a by_name_only row is priced but never the model's choice", "[collectives][engine]") {
+  const Algorithm* pipeline = find_algorithm(Collective::kReduce, "pipeline");
+  REQUIRE(pipeline != nullptr);
+  CHECK(pipeline->by_name_only);
+  CostParams p;
+  for (int size : {2, 3, 9}) {
+    for (std::size_t bytes : {std::size_t{8}, std::size_t{1} << 20, std::size_t{1} << 28}) {
+      Args args = sample_args(Collective::kReduce, bytes, size);
+      std::vector<Prediction> all = predict(args, fake_view(0, size), p);
+      CHECK(std::any_of(all.begin(), all.end(), [&](const Prediction& pr) { return pr.algorithm == pipeline; }));
+      CHECK(cheapest(args, fake_view(0, size), p) != pipeline);
+    }
+  }
+  // Its own cost: (P + k - 2)(α + n/k·(β + γ)), k = ⌈n / chunk⌉; binomial's exactly when P = 2 and k = 1.
+  const double n = 4 * p.chunk_bytes;
+  CHECK(pipeline->cost(p, n, 3) == Approx(5 * (p.alpha + p.chunk_bytes * (p.beta + p.gamma))));
+  CHECK(pipeline->cost(p, 100, 2) == Approx(find_algorithm(Collective::kReduce, "binomial")->cost(p, 100, 2)));
+  CHECK(pipeline->cost(p, n, 1) == 0);
+}
+
 TEST_CASE("explain lists every candidate and the choice; set_algorithm overrides", "[collectives][engine]") {
   auto records = test::run_group(2, [](const GroupView& view, test::RankRecord& rec) {
     auto engine = Engine::create(view);
