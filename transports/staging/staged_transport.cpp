@@ -273,6 +273,10 @@ void StagedTransport::receive(const Incoming& msg, void* dst, const Device& devi
 void StagedTransport::fail_in(StagedIn& in, std::exception_ptr e) {
   if (!in.failed && in.op && !in.op->done()) in.op->fail(e);
   in.failed = true;
+  stop_taking(in);
+}
+
+void StagedTransport::stop_taking(StagedIn& in) {
   in.state = StagedIn::State::kDiscarding;
   for (auto& c : in.waiting) inner_->discard(c);
   in.waiting.clear();
@@ -362,11 +366,7 @@ void StagedTransport::discard(const Incoming& msg) {
     return;
   }
   auto it = in_.find(msg.token);
-  if (it == in_.end()) return;
-  StagedIn& in = *it->second;
-  in.state = StagedIn::State::kDiscarding;
-  for (auto& c : in.waiting) inner_->discard(c);
-  in.waiting.clear();
+  if (it != in_.end()) stop_taking(*it->second);
 }
 
 // ---- progress and close

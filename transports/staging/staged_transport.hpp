@@ -52,9 +52,6 @@ class StagedTransport final : public Transport, private ArrivalSink {
   std::string peer_failure(int peer) override { return inner_->peer_failure(peer); }
   void close() noexcept override;
 
-  /// Staged messages in flight, both directions (for tests: zero once everything finished).
-  std::size_t staged_in_flight() const { return sends_.size() + in_.size() + bounces_.size(); }
-
  private:
   struct Header {
     uint32_t magic = 0;
@@ -128,6 +125,8 @@ class StagedTransport final : public Transport, private ArrivalSink {
   void require_stager(const Device& device, const char* what, int peer, std::size_t bytes) const;
   bool pump(StagedIn& in);
   void fail_in(StagedIn& in, std::exception_ptr e);
+  /// Takes no more chunks of `in`: the ones waiting and the ones still to arrive are discarded.
+  void stop_taking(StagedIn& in);
   bool advance(Bounce& b);
   std::exception_ptr annotate(std::exception_ptr e, const std::string& what) const;
 
