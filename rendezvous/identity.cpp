@@ -74,7 +74,7 @@ void fill(int* field, std::string* origin, int option, const char* option_name, 
 Identity resolve_partial_identity(const InitOptions& o, IdentityOrigins* origins) {
   const Family* family = nullptr;
   for (const Family& f : families()) {
-    if (family_present(f)) {
+    if (o.from_environment && family_present(f)) {
       family = &f;
       break;
     }

@@ -46,6 +46,10 @@ struct InitOptions {
   /// Force one transport for every peer ("loopback", "shm", "ucx", "cuda_ipc"); empty: DCOMM_TRANSPORT, else
   /// the best per peer.
   std::string transport;
+  /// Whether fields left unset may be read from launcher variables (RANK, LOCAL_RANK, ...). false: only the
+  /// options count and the rest comes from the exchange through the store. For a library that hands over a
+  /// group's rank, size and store, such as the torch binding, whose groups are not the launcher's world.
+  bool from_environment = true;
 };
 
 /// Establishes this process's identity from options and environment. Does not join a group.

@@ -1,0 +1,46 @@
+// The Python module dcomm_torch: importing it registers the torch.distributed backend "dcomm".
+
+#include <dcomm/dcomm.hpp>
+
+#include <pybind11/chrono.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include "backend.hpp"
+
+namespace py = pybind11;
+
+namespace {
+
+// torch calls the creator as creator(prefix_store, group_rank, group_size, timeout) for the world and for every
+// new_group; joining blocks until the group's ranks have all arrived, so the GIL is released meanwhile.
+c10::intrusive_ptr<c10d::ProcessGroup> create(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                              std::chrono::milliseconds timeout) {
+  py::gil_scoped_release no_gil;
+  return c10::make_intrusive<dcomm_torch::DcommBackend>(store, rank, size, timeout);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(dcomm_torch, m) {
+  m.doc() = "dcomm as a torch.distributed backend: `import dcomm_torch` registers the backend \"dcomm\".";
+  py::module_ dist = py::module_::import("torch.distributed");
+  // The class is registered so that torch's bindings see the ProcessGroup the creator returns as one.
+  py::class_<dcomm_torch::DcommBackend, c10d::ProcessGroup, c10::intrusive_ptr<dcomm_torch::DcommBackend>>(
+      m, "ProcessGroupDcomm")
+      .def("explain",
+           [](const dcomm_torch::DcommBackend& pg, const std::string& collective, std::size_t bytes) {
+             dcomm::Collective c;
+             if (!dcomm::parse_collective(collective, &c)) {
+               throw py::value_error("unknown collective '" + collective + "' (all_reduce, broadcast, ...)");
+             }
+             return pg.group()->explain(c, bytes);
+           },
+           py::arg("collective"), py::arg("bytes"),
+           "Each algorithm's predicted time for `bytes` on this group, and dcomm's choice.");
+  m.def("_create_process_group", &create, py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"));
+  m.attr("__version__") = dcomm::version();
+  py::object backend = dist.attr("Backend");
+  if (!py::bool_(backend.attr("_plugins").attr("__contains__")("DCOMM"))) {
+    backend.attr("register_backend")("dcomm", m.attr("_create_process_group"));
+  }
+}
