@@ -76,11 +76,12 @@ def check_env(r, nproc, nnodes=1, node_rank=0, host_id=None, restart=0, ranks=No
         for name, value in expect.items():
             check(env[name] == str(value), f"rank {rank}: {name}={env[name]}, expected {value}", r)
         check(env["MASTER_ADDR"] == env["DCOMM_MASTER_ADDR"] and env["MASTER_ADDR"], f"rank {rank}: addresses", r)
-        check(env["MASTER_PORT"] == env["DCOMM_MASTER_PORT"] and 0 < int(env["MASTER_PORT"]) < 65536,
-              f"rank {rank}: ports", r)
+        # MASTER_PORT is torch's own store (env://), which cannot share dcomm's port.
+        check(env["MASTER_PORT"] != env["DCOMM_MASTER_PORT"] and 0 < int(env["MASTER_PORT"]) < 65536
+              and 0 < int(env["DCOMM_MASTER_PORT"]) < 65536, f"rank {rank}: ports", r)
         check(re.fullmatch(r"[0-9a-f]{16}", env["DCOMM_RUN_ID"]), f"rank {rank}: run id {env['DCOMM_RUN_ID']}", r)
         run_ids.add(env["DCOMM_RUN_ID"])
-        ports.add((env["MASTER_ADDR"], env["MASTER_PORT"]))
+        ports.add((env["MASTER_ADDR"], env["MASTER_PORT"], env["DCOMM_MASTER_PORT"]))
     check(len(run_ids) == 1 and len(ports) == 1, f"ranks disagree: run ids {run_ids}, stores {ports}", r)
     return run_ids.pop()
 
@@ -337,7 +338,9 @@ def case_rdzv_endpoint():
         host.communicate(timeout=RUN_TIMEOUT_S)
     for node, r in enumerate(results):
         check_env(r, 2, nnodes=2, node_rank=node)
-        check(parse_env(r.stdout, node * 2)["MASTER_PORT"] == port, "the ranks use the endpoint's port", r)
+        env = parse_env(r.stdout, node * 2)
+        check(env["DCOMM_MASTER_PORT"] == port and env["MASTER_PORT"] == str(int(port) + 1),
+              "the ranks use the endpoint's port (and the next one for torch's store)", r)
 
 
 def case_nodes_disagree():

@@ -1,5 +1,7 @@
 #include "tools/run/launcher.hpp"
 
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -28,6 +30,24 @@ std::string new_run_id() {
   std::random_device rd;
   std::uniform_int_distribution<uint64_t> dist;
   return fmt::format("{:016x}", dist(rd) ^ (static_cast<uint64_t>(::getpid()) << 32));
+}
+
+// The port torch's env:// store gets (MASTER_PORT). One node: a port free right now on this host (as torchrun
+// picks one). Several nodes must agree without talking: the store's port + 1.
+int torch_port(const LaunchOptions& options, int store_port) {
+  if (options.nnodes > 1) return store_port + 1;
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  socklen_t len = sizeof addr;
+  int port = 0;
+  if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  if (fd >= 0) ::close(fd);
+  return port > 0 ? port : store_port + 1;
 }
 
 void print_line(const std::string& line) {
@@ -121,6 +141,7 @@ int run_launcher(const LaunchOptions& options, SignalWatcher& signals) {
     }
     round.master_port = server->port();
   }
+  round.torch_port = torch_port(options, round.master_port);
 
   std::unique_ptr<NodeRendezvous> link;
   int rc = kExitLauncherError;

@@ -14,7 +14,9 @@ struct RoundInfo {
   std::string run_id;         ///< unique per launch, the same on every node
   int restart_count = 0;      ///< 0 for the first round, then 1, 2, ...
   std::string master_addr;    ///< where the ranks reach the store
-  int master_port = 0;
+  int master_port = 0;        ///< dcomm's store (DCOMM_MASTER_PORT)
+  /// MASTER_PORT: where rank 0 of a torch program hosts torch's own store (env://), which cannot share dcomm's.
+  int torch_port = 0;
   bool store_hosted = false;  ///< a store already runs there (ranks only connect)
 };
 
