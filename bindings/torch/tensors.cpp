@@ -68,6 +68,7 @@ at::Tensor staged(const at::Tensor& t) {
 }
 
 void copy_back(const at::Tensor& stage, const at::Tensor& user) {
+  if (user.numel() == 0) return;  // (a row of an empty stage may sit at an odd offset view_as_complex refuses)
   at::Tensor s = user.is_complex() ? at::view_as_complex(stage.view({user.numel(), 2})) : stage;
   if (s.data_ptr() == user.data_ptr() && user.is_contiguous()) return;
   user.copy_(s.view(user.sizes()));
