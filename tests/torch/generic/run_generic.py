@@ -45,6 +45,10 @@ def load_suite():
     path = original.__file__.replace(".pyc", ".py")
     with open(path) as f:
         src = f.read()
+    if os.environ.get("NO_REPLICATED_TENSOR") == "1":
+        # The suite's processes turn on DDP's ReplicatedTensor, whose _shard import fails on Python 3.11 (for gloo
+        # too); NO_REPLICATED_TENSOR=1 is torch's own switch for this in later versions.
+        src = src.replace("_set_ddp_with_replicated_tensor(True)", "_set_ddp_with_replicated_tensor(False)")
     if BACKEND == "dcomm":
         src = re.sub(r'BACKEND != "gloo"', 'BACKEND not in ("gloo", "dcomm")', src)
         src = re.sub(r'BACKEND == "gloo"', 'BACKEND in ("gloo", "dcomm")', src)
