@@ -47,6 +47,21 @@ TEST_CASE("identity: torchrun's variables", "[identity]") {
   CHECK(resolve_identity({}).node_rank == 2);
 }
 
+TEST_CASE("identity: from_environment = false reads no launcher variable", "[identity]") {
+  // A torch subgroup of 2 inside a world of 3 launched by torchrun: the launcher's local ranks are the world's.
+  EnvGuard env;
+  env.set("RANK", "2").set("WORLD_SIZE", "3").set("LOCAL_RANK", "2").set("LOCAL_WORLD_SIZE", "3");
+  env.set("GROUP_RANK", "0").set("GROUP_WORLD_SIZE", "1");
+  InitOptions o;
+  o.rank = 1;
+  o.world_size = 2;
+  o.from_environment = false;
+  check_identity(resolve_identity(o), 1, 2, -1, -1, -1, -1, "explicit");
+  // The default reads the world's LOCAL_WORLD_SIZE, which contradicts the group (what torch's new_group hit).
+  o.from_environment = true;
+  CHECK_THROWS_WITH(resolve_identity(o), Catch::Contains("local world size 3 (LOCAL_WORLD_SIZE=3) exceeds world size 2"));
+}
+
 TEST_CASE("identity: mpirun's variables", "[identity]") {
   EnvGuard env;
   env.set("OMPI_COMM_WORLD_RANK", "2").set("OMPI_COMM_WORLD_SIZE", "5").set("OMPI_COMM_WORLD_LOCAL_RANK", "0");
