@@ -59,7 +59,8 @@ TEST_CASE("identity: from_environment = false reads no launcher variable", "[ide
   check_identity(resolve_identity(o), 1, 2, -1, -1, -1, -1, "explicit");
   // The default reads the world's LOCAL_WORLD_SIZE, which contradicts the group (what torch's new_group hit).
   o.from_environment = true;
-  CHECK_THROWS_WITH(resolve_identity(o), Catch::Contains("local world size 3 (LOCAL_WORLD_SIZE=3) exceeds world size 2"));
+  CHECK_THROWS_WITH(resolve_identity(o),
+                    Catch::Contains("local world size 3 (LOCAL_WORLD_SIZE=3) exceeds world size 2"));
 }
 
 TEST_CASE("identity: mpirun's variables", "[identity]") {
