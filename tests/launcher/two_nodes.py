@@ -86,7 +86,8 @@ def check_env(results):
             env = dict(re.findall(rf"^\[rank {rank}\]: ENV (\w+)=(.*)$", out, re.M))
             expect = {"RANK": rank, "WORLD_SIZE": 4, "LOCAL_RANK": local, "LOCAL_WORLD_SIZE": 2, "NODE_RANK": node,
                       "GROUP_RANK": node, "DCOMM_NODE_RANK": node, "DCOMM_NODE_COUNT": 2, "DCOMM_RANK": rank,
-                      "DCOMM_WORLD_SIZE": 4, "MASTER_ADDR": ADDR[0], "MASTER_PORT": PORT,
+                      "DCOMM_WORLD_SIZE": 4, "MASTER_ADDR": ADDR[0], "DCOMM_MASTER_PORT": PORT,
+                      "MASTER_PORT": int(PORT) + 1,  # torch's store (env://), next to dcomm's across nodes
                       "DCOMM_MASTER_ADDR": ADDR[0], "DCOMM_STORE_HOSTED": 1, "DCOMM_HOST_ID": f"node{node}",
                       "DCOMM_RESTART_COUNT": 0}
             for name, value in expect.items():
