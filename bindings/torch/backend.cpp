@@ -3,11 +3,10 @@
 
 #include "backend.hpp"
 
-#include <dcomm/dcomm.hpp>
-
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 
+#include <dcomm/dcomm.hpp>
 #include <numeric>
 
 #include "store_adapter.hpp"
@@ -68,13 +67,20 @@ DcommBackend::DcommBackend(const c10::intrusive_ptr<c10d::Store>& store, int ran
 DcommBackend::~DcommBackend() = default;
 
 c10::intrusive_ptr<c10d::Work> DcommBackend::make_work(c10d::OpType type, std::vector<dcomm::WorkPtr> works,
-                                                       std::function<void()> finish,
-                                                       std::vector<at::Tensor> outputs) {
+                                                       std::function<void()> finish, std::vector<at::Tensor> outputs) {
   ++seq_;
-  auto w = c10::make_intrusive<DcommWork>(getRank(), type, std::move(works), std::move(finish), std::move(outputs),
-                                          poller_);
+  auto w =
+      c10::make_intrusive<DcommWork>(getRank(), type, std::move(works), std::move(finish), std::move(outputs), poller_);
   w->poll();  // a blocking call is complete already: copy its results back now
   return w;
+}
+
+dcomm::WorkPtr DcommBackend::issue(const std::function<dcomm::WorkPtr()>& call) {
+  try {
+    return call();
+  } catch (const dcomm::TimeoutError&) {
+    std::rethrow_exception(for_torch(std::current_exception()));
+  }
 }
 
 dcomm::CollectiveOptions DcommBackend::options(std::chrono::milliseconds timeout, const at::Tensor& t) {
@@ -90,8 +96,10 @@ c10::intrusive_ptr<c10d::Work> DcommBackend::broadcast(std::vector<at::Tensor>& 
   check_one(tensors, "broadcast");
   check_rank(static_cast<int>(opts.rootRank), size_, "root", "broadcast");
   at::Tensor t = tensors[0], s = staged(t);
-  auto w = pg_->broadcast(buffer_of(s), static_cast<int>(opts.rootRank), options(opts.timeout, s));
-  return make_work(c10d::OpType::BROADCAST, {w}, [s, t] { copy_back(s, t); }, tensors);
+  auto w =
+      issue([&] { return pg_->broadcast(buffer_of(s), static_cast<int>(opts.rootRank), options(opts.timeout, s)); });
+  return make_work(
+      c10d::OpType::BROADCAST, {w}, [s, t] { copy_back(s, t); }, tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> DcommBackend::allreduce(std::vector<at::Tensor>& tensors,
@@ -99,8 +107,9 @@ c10::intrusive_ptr<c10d::Work> DcommBackend::allreduce(std::vector<at::Tensor>& 
   check_one(tensors, "allreduce");
   at::Tensor t = tensors[0], s = staged(t);
   dcomm::Reduction red = reduction_of(opts.reduceOp, t, "allreduce");
-  auto w = pg_->all_reduce(buffer_of(s), red, options(opts.timeout, s));
-  return make_work(c10d::OpType::ALLREDUCE, {w}, [s, t] { copy_back(s, t); }, tensors);
+  auto w = issue([&] { return pg_->all_reduce(buffer_of(s), red, options(opts.timeout, s)); });
+  return make_work(
+      c10d::OpType::ALLREDUCE, {w}, [s, t] { copy_back(s, t); }, tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> DcommBackend::allreduce_coalesced(std::vector<at::Tensor>& tensors,
@@ -110,43 +119,53 @@ c10::intrusive_ptr<c10d::Work> DcommBackend::allreduce_coalesced(std::vector<at:
   std::vector<at::Tensor> stages;
   for (const auto& t : tensors) {
     stages.push_back(staged(t));
-    works.push_back(pg_->all_reduce(buffer_of(stages.back()), reduction_of(opts.reduceOp, t, "allreduce_coalesced"),
-                                    options(opts.timeout, stages.back())));
+    works.push_back(issue([&] {
+      return pg_->all_reduce(buffer_of(stages.back()), reduction_of(opts.reduceOp, t, "allreduce_coalesced"),
+                             options(opts.timeout, stages.back()));
+    }));
   }
   std::vector<at::Tensor> users = tensors;
-  return make_work(c10d::OpType::ALLREDUCE_COALESCED, std::move(works), [stages, users] {
-    for (std::size_t i = 0; i < users.size(); ++i) copy_back(stages[i], users[i]);
-  }, tensors);
+  return make_work(
+      c10d::OpType::ALLREDUCE_COALESCED, std::move(works),
+      [stages, users] {
+        for (std::size_t i = 0; i < users.size(); ++i) copy_back(stages[i], users[i]);
+      },
+      tensors);
 }
 
-c10::intrusive_ptr<c10d::Work> DcommBackend::reduce(std::vector<at::Tensor>& tensors,
-                                                    const c10d::ReduceOptions& opts) {
+c10::intrusive_ptr<c10d::Work> DcommBackend::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
   check_one(tensors, "reduce");
   check_rank(static_cast<int>(opts.rootRank), size_, "root", "reduce");
   at::Tensor t = tensors[0], s = staged(t);
   const int root = static_cast<int>(opts.rootRank);
   // Only the root's tensor changes; the others keep their input, as with gloo.
   at::Tensor out = rank_ == root ? s : at::empty_like(s);
-  auto w = pg_->reduce(buffer_of(s), buffer_of(out), root, reduction_of(opts.reduceOp, t, "reduce"),
+  auto w = issue([&] {
+    return pg_->reduce(buffer_of(s), buffer_of(out), root, reduction_of(opts.reduceOp, t, "reduce"),
                        options(opts.timeout, s));
-  return make_work(c10d::OpType::REDUCE, {w}, [s, t] { copy_back(s, t); }, tensors);
+  });
+  return make_work(
+      c10d::OpType::REDUCE, {w}, [s, t] { copy_back(s, t); }, tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> DcommBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs,
                                                        std::vector<at::Tensor>& inputs,
                                                        const c10d::AllgatherOptions& opts) {
   check_one(inputs, "allgather");
-  TORCH_CHECK(outputs.size() == 1 && outputs[0].size() == to_size(size_), "dcomm: allgather needs one list of ",
-              size_, " output tensors");
+  TORCH_CHECK(outputs.size() == 1 && outputs[0].size() == to_size(size_), "dcomm: allgather needs one list of ", size_,
+              " output tensors");
   std::vector<at::Tensor> outs = outputs[0];
   outs.push_back(inputs[0]);
   check_tensors(outs, "allgather", true);
   outs.pop_back();
   at::Tensor s = staged(inputs[0]), flat = rows_like(inputs[0], size_);
-  auto w = pg_->all_gather(buffer_of(s), buffer_of(flat), options(opts.timeout, flat));
-  return make_work(c10d::OpType::ALLGATHER, {w}, [flat, outs] {
-    for (std::size_t r = 0; r < outs.size(); ++r) copy_back(flat[static_cast<int64_t>(r)], outs[r]);
-  }, outs);
+  auto w = issue([&] { return pg_->all_gather(buffer_of(s), buffer_of(flat), options(opts.timeout, flat)); });
+  return make_work(
+      c10d::OpType::ALLGATHER, {w},
+      [flat, outs] {
+        for (std::size_t r = 0; r < outs.size(); ++r) copy_back(flat[static_cast<int64_t>(r)], outs[r]);
+      },
+      outs);
 }
 
 c10::intrusive_ptr<c10d::Work> DcommBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
@@ -157,7 +176,7 @@ c10::intrusive_ptr<c10d::Work> DcommBackend::_allgather_base(at::Tensor& output,
               "dcomm: _allgather_base needs an output of ", size_, " x ", input.numel(), " ", input.scalar_type(),
               ", got ", output.numel(), " ", output.scalar_type());
   at::Tensor s = staged(input), so = staged(output);
-  auto w = pg_->all_gather(buffer_of(s), buffer_of(so), options(opts.timeout, so));
+  auto w = issue([&] { return pg_->all_gather(buffer_of(s), buffer_of(so), options(opts.timeout, so)); });
   return make_work(c10d::OpType::_ALLGATHER_BASE, {w}, [so, output] { copy_back(so, output); }, {output});
 }
 
@@ -165,8 +184,8 @@ c10::intrusive_ptr<c10d::Work> DcommBackend::allgather_coalesced(std::vector<std
                                                                  std::vector<at::Tensor>& inputs,
                                                                  const c10d::AllgatherOptions& opts) {
   check_tensors(inputs, "allgather_coalesced", false);
-  TORCH_CHECK(outputs.size() == to_size(size_), "dcomm: allgather_coalesced needs ", size_,
-              " output lists, got ", outputs.size());
+  TORCH_CHECK(outputs.size() == to_size(size_), "dcomm: allgather_coalesced needs ", size_, " output lists, got ",
+              outputs.size());
   for (const auto& list : outputs) {
     TORCH_CHECK(list.size() == inputs.size(), "dcomm: allgather_coalesced needs output lists of ", inputs.size(),
                 " tensors (one per input)");
@@ -176,28 +195,31 @@ c10::intrusive_ptr<c10d::Work> DcommBackend::allgather_coalesced(std::vector<std
   std::vector<at::Tensor> flats;
   for (const auto& t : inputs) {
     flats.push_back(rows_like(t, size_));
-    works.push_back(pg_->all_gather(buffer_of(staged(t)), buffer_of(flats.back()), options(opts.timeout, t)));
+    works.push_back(issue(
+        [&] { return pg_->all_gather(buffer_of(staged(t)), buffer_of(flats.back()), options(opts.timeout, t)); }));
   }
   auto outs = outputs;
   std::vector<at::Tensor> all;
   for (const auto& l : outputs) all.insert(all.end(), l.begin(), l.end());
-  return make_work(c10d::OpType::ALLGATHER_COALESCED, std::move(works), [flats, outs] {
-    for (std::size_t r = 0; r < outs.size(); ++r) {
-      for (std::size_t i = 0; i < flats.size(); ++i) copy_back(flats[i][static_cast<int64_t>(r)], outs[r][i]);
-    }
-  }, all);
+  return make_work(
+      c10d::OpType::ALLGATHER_COALESCED, std::move(works),
+      [flats, outs] {
+        for (std::size_t r = 0; r < outs.size(); ++r) {
+          for (std::size_t i = 0; i < flats.size(); ++i) copy_back(flats[i][static_cast<int64_t>(r)], outs[r][i]);
+        }
+      },
+      all);
 }
 
 c10::intrusive_ptr<c10d::Work> DcommBackend::gather(std::vector<std::vector<at::Tensor>>& outputs,
-                                                    std::vector<at::Tensor>& inputs,
-                                                    const c10d::GatherOptions& opts) {
+                                                    std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) {
   check_one(inputs, "gather");
   const int root = static_cast<int>(opts.rootRank);
   check_rank(root, size_, "root", "gather");
   std::vector<at::Tensor> outs;
   if (rank_ == root) {
-    TORCH_CHECK(outputs.size() == 1 && outputs[0].size() == to_size(size_), "dcomm: gather needs one list of ",
-                size_, " output tensors on the root");
+    TORCH_CHECK(outputs.size() == 1 && outputs[0].size() == to_size(size_), "dcomm: gather needs one list of ", size_,
+                " output tensors on the root");
     outs = outputs[0];
     outs.push_back(inputs[0]);
     check_tensors(outs, "gather", true);
@@ -209,10 +231,13 @@ c10::intrusive_ptr<c10d::Work> DcommBackend::gather(std::vector<std::vector<at::
   at::Tensor s = staged(inputs[0]);
   at::Tensor flat = rank_ == root ? rows_like(inputs[0], size_) : at::Tensor();
   dcomm::Buffer recv = rank_ == root ? buffer_of(flat) : empty_buffer_like(inputs[0]);
-  auto w = pg_->gather(buffer_of(s), recv, root, options(opts.timeout, s));
-  return make_work(c10d::OpType::GATHER, {w}, [flat, outs] {
-    for (std::size_t r = 0; r < outs.size(); ++r) copy_back(flat[static_cast<int64_t>(r)], outs[r]);
-  }, outs);
+  auto w = issue([&] { return pg_->gather(buffer_of(s), recv, root, options(opts.timeout, s)); });
+  return make_work(
+      c10d::OpType::GATHER, {w},
+      [flat, outs] {
+        for (std::size_t r = 0; r < outs.size(); ++r) copy_back(flat[static_cast<int64_t>(r)], outs[r]);
+      },
+      outs);
 }
 
 c10::intrusive_ptr<c10d::Work> DcommBackend::scatter(std::vector<at::Tensor>& outputs,
@@ -224,8 +249,8 @@ c10::intrusive_ptr<c10d::Work> DcommBackend::scatter(std::vector<at::Tensor>& ou
   at::Tensor out = outputs[0], so = staged(out);
   at::Tensor flat;
   if (rank_ == root) {
-    TORCH_CHECK(inputs.size() == 1 && inputs[0].size() == to_size(size_), "dcomm: scatter needs one list of ",
-                size_, " input tensors on the root");
+    TORCH_CHECK(inputs.size() == 1 && inputs[0].size() == to_size(size_), "dcomm: scatter needs one list of ", size_,
+                " input tensors on the root");
     std::vector<at::Tensor> ins = inputs[0];
     ins.push_back(out);
     check_tensors(ins, "scatter", true);
@@ -237,8 +262,9 @@ c10::intrusive_ptr<c10d::Work> DcommBackend::scatter(std::vector<at::Tensor>& ou
                 "dcomm: scatter takes input tensors on the root only");
   }
   dcomm::Buffer send = rank_ == root ? buffer_of(flat) : empty_buffer_like(out);
-  auto w = pg_->scatter(send, buffer_of(so), root, options(opts.timeout, so));
-  return make_work(c10d::OpType::SCATTER, {w}, [so, out, flat] { copy_back(so, out); }, outputs);
+  auto w = issue([&] { return pg_->scatter(send, buffer_of(so), root, options(opts.timeout, so)); });
+  return make_work(
+      c10d::OpType::SCATTER, {w}, [so, out, flat] { copy_back(so, out); }, outputs);
 }
 
 c10::intrusive_ptr<c10d::Work> DcommBackend::reduce_scatter(std::vector<at::Tensor>& outputs,
@@ -253,9 +279,12 @@ c10::intrusive_ptr<c10d::Work> DcommBackend::reduce_scatter(std::vector<at::Tens
   ins.pop_back();
   at::Tensor out = outputs[0], so = staged(out), flat = rows_like(out, size_);
   for (int r = 0; r < size_; ++r) flat[r].copy_(staged(ins[static_cast<std::size_t>(r)]).view({-1}));
-  auto w = pg_->reduce_scatter(buffer_of(flat), buffer_of(so), reduction_of(opts.reduceOp, out, "reduce_scatter"),
+  auto w = issue([&] {
+    return pg_->reduce_scatter(buffer_of(flat), buffer_of(so), reduction_of(opts.reduceOp, out, "reduce_scatter"),
                                options(opts.timeout, flat));
-  return make_work(c10d::OpType::REDUCE_SCATTER, {w}, [so, out, flat] { copy_back(so, out); }, outputs);
+  });
+  return make_work(
+      c10d::OpType::REDUCE_SCATTER, {w}, [so, out, flat] { copy_back(so, out); }, outputs);
 }
 
 c10::intrusive_ptr<c10d::Work> DcommBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
@@ -263,11 +292,13 @@ c10::intrusive_ptr<c10d::Work> DcommBackend::_reduce_scatter_base(at::Tensor& ou
   check_tensor(input, "_reduce_scatter_base");
   check_tensor(output, "_reduce_scatter_base");
   TORCH_CHECK(output.scalar_type() == input.scalar_type() && input.numel() == output.numel() * size_,
-              "dcomm: _reduce_scatter_base needs an input of ", size_, " x ", output.numel(), " ",
-              output.scalar_type(), ", got ", input.numel(), " ", input.scalar_type());
+              "dcomm: _reduce_scatter_base needs an input of ", size_, " x ", output.numel(), " ", output.scalar_type(),
+              ", got ", input.numel(), " ", input.scalar_type());
   at::Tensor s = staged(input), so = staged(output);
-  auto w = pg_->reduce_scatter(buffer_of(s), buffer_of(so),
-                               reduction_of(opts.reduceOp, output, "_reduce_scatter_base"), options(opts.timeout, s));
+  auto w = issue([&] {
+    return pg_->reduce_scatter(buffer_of(s), buffer_of(so), reduction_of(opts.reduceOp, output, "_reduce_scatter_base"),
+                               options(opts.timeout, s));
+  });
   return make_work(c10d::OpType::_REDUCE_SCATTER_BASE, {w}, [so, output, s] { copy_back(so, output); }, {output});
 }
 
@@ -285,8 +316,8 @@ c10::intrusive_ptr<c10d::Work> DcommBackend::alltoall_base(at::Tensor& output, a
     const int64_t per_row = rows == 0 ? 0 : st.numel() / rows;
     std::vector<std::size_t> c(to_size(size_));
     if (splits.empty()) {
-      TORCH_CHECK(rows % size_ == 0, "dcomm: alltoall_base: the ", what, "'s ", rows,
-                  " rows do not split evenly over ", size_, " ranks; pass split sizes");
+      TORCH_CHECK(rows % size_ == 0, "dcomm: alltoall_base: the ", what, "'s ", rows, " rows do not split evenly over ",
+                  size_, " ranks; pass split sizes");
       for (auto& x : c) x = to_size(rows / size_ * per_row);
     } else {
       TORCH_CHECK(splits.size() == to_size(size_), "dcomm: alltoall_base needs ", size_, " ", what,
@@ -297,18 +328,19 @@ c10::intrusive_ptr<c10d::Work> DcommBackend::alltoall_base(at::Tensor& output, a
         c[i] = to_size(splits[i] * per_row);
         sum += splits[i];
       }
-      TORCH_CHECK(sum == rows, "dcomm: alltoall_base: the ", what, " split sizes add up to ", sum, " rows, the ",
-                  what, " has ", rows);
+      TORCH_CHECK(sum == rows, "dcomm: alltoall_base: the ", what, " split sizes add up to ", sum, " rows, the ", what,
+                  " has ", rows);
     }
     return c;
   };
   auto sc = counts(input_splits, input, s, "input"), rc = counts(output_splits, output, so, "output");
-  auto w = pg_->all_to_all_v(buffer_of(s), sc, displs(sc), buffer_of(so), rc, displs(rc), options(opts.timeout, s));
+  auto w = issue([&] {
+    return pg_->all_to_all_v(buffer_of(s), sc, displs(sc), buffer_of(so), rc, displs(rc), options(opts.timeout, s));
+  });
   return make_work(c10d::OpType::ALLTOALL_BASE, {w}, [so, output, s] { copy_back(so, output); }, {output});
 }
 
-c10::intrusive_ptr<c10d::Work> DcommBackend::alltoall(std::vector<at::Tensor>& outputs,
-                                                      std::vector<at::Tensor>& inputs,
+c10::intrusive_ptr<c10d::Work> DcommBackend::alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                                                       const c10d::AllToAllOptions& opts) {
   TORCH_CHECK(outputs.size() == to_size(size_) && inputs.size() == to_size(size_), "dcomm: alltoall needs ", size_,
               " input and output tensors, got ", inputs.size(), " and ", outputs.size());
@@ -328,19 +360,23 @@ c10::intrusive_ptr<c10d::Work> DcommBackend::alltoall(std::vector<at::Tensor>& o
   at::Tensor s = at::cat(in_flat);
   at::Tensor so = at::empty({static_cast<int64_t>(std::accumulate(rc.begin(), rc.end(), std::size_t{0}))}, s.options());
   auto rd = displs(rc);
-  auto w = pg_->all_to_all_v(buffer_of(s), sc, displs(sc), buffer_of(so), rc, rd, options(opts.timeout, s));
+  auto w = issue(
+      [&] { return pg_->all_to_all_v(buffer_of(s), sc, displs(sc), buffer_of(so), rc, rd, options(opts.timeout, s)); });
   std::vector<at::Tensor> outs = outputs;
-  return make_work(c10d::OpType::ALLTOALL, {w}, [so, outs, rc, rd, s] {
-    for (std::size_t r = 0; r < outs.size(); ++r) {
-      copy_back(so.narrow(0, static_cast<int64_t>(rd[r]), static_cast<int64_t>(rc[r])), outs[r]);
-    }
-  }, outputs);
+  return make_work(
+      c10d::OpType::ALLTOALL, {w},
+      [so, outs, rc, rd, s] {
+        for (std::size_t r = 0; r < outs.size(); ++r) {
+          copy_back(so.narrow(0, static_cast<int64_t>(rd[r]), static_cast<int64_t>(rc[r])), outs[r]);
+        }
+      },
+      outputs);
 }
 
 c10::intrusive_ptr<c10d::Work> DcommBackend::barrier(const c10d::BarrierOptions& opts) {
   dcomm::CollectiveOptions o;
   o.timeout = duration_of(opts.timeout);
-  return make_work(c10d::OpType::BARRIER, {pg_->barrier(o)}, nullptr, {});
+  return make_work(c10d::OpType::BARRIER, {issue([&] { return pg_->barrier(o); })}, nullptr, {});
 }
 
 void DcommBackend::setSequenceNumberForGroup() { seq_ = 0; }

@@ -69,6 +69,8 @@ class DcommBackend : public c10d::ProcessGroup {
   // A Work over `works`, running `finish` after they succeed; `outputs` become result() and the future's value.
   c10::intrusive_ptr<c10d::Work> make_work(c10d::OpType type, std::vector<dcomm::WorkPtr> works,
                                            std::function<void()> finish, std::vector<at::Tensor> outputs);
+  // Runs one dcomm call (which may block: small host collectives run inline), giving its errors torch's words.
+  static dcomm::WorkPtr issue(const std::function<dcomm::WorkPtr()>& call);
   // Options for one collective: async, with torch's timeout (or the group's) and the tensor's current stream.
   dcomm::CollectiveOptions options(std::chrono::milliseconds timeout, const at::Tensor& t);
   c10::intrusive_ptr<c10d::Work> point_to_point(std::vector<at::Tensor>& tensors, int peer, int tag, bool is_send);

@@ -1,14 +1,23 @@
 #include "work.hpp"
 
-#include <dcomm/error.hpp>
-
 #include <ATen/core/ivalue.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
 #include <chrono>
+#include <dcomm/error.hpp>
 
 namespace dcomm_torch {
+
+std::exception_ptr for_torch(std::exception_ptr error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const dcomm::TimeoutError& e) {
+    return std::make_exception_ptr(dcomm::TimeoutError(std::string("dcomm: Timed out in ") + e.what()));
+  } catch (...) {
+    return error;
+  }
+}
 
 DcommWork::DcommWork(int rank, c10d::OpType type, std::vector<dcomm::WorkPtr> works, std::function<void()> finish,
                      std::vector<at::Tensor> outputs, std::shared_ptr<Poller> poller)
@@ -32,6 +41,7 @@ void DcommWork::complete(std::exception_ptr error) {
     }
   }
   finish_ = nullptr;
+  if (error) error = for_torch(error);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     completed_ = true;
@@ -94,7 +104,8 @@ bool DcommWork::wait(std::chrono::milliseconds timeout) {
         w->wait(bound);
       } catch (const dcomm::TimeoutError&) {
         // Our own bound ran out while the operation may still be running: report, do not complete.
-        if (bound != dcomm::kDefaultTimeout && !w->is_completed()) throw;
+        if (bound != dcomm::kDefaultTimeout && !w->is_completed())
+          std::rethrow_exception(for_torch(std::current_exception()));
         if (!error) error = std::current_exception();
       } catch (...) {
         if (!error) error = std::current_exception();

@@ -17,6 +17,10 @@ namespace dcomm_torch {
 
 class Poller;
 
+/// dcomm's error as torch code expects it: a timeout's message also says "Timed out" (what gloo says, and what
+/// torch's tests and users match); everything else is unchanged.
+std::exception_ptr for_torch(std::exception_ptr error);
+
 class DcommWork : public c10d::Work {
  public:
   /// `finish` runs once every handle succeeded (on whichever thread sees it first); `outputs` is result() and the
