@@ -3,8 +3,8 @@
     BACKEND=dcomm WORLD_SIZE=2 python3 run_generic.py [--subset FILE] [--list] [unittest -k patterns ...]
 
 The suite picks tests by backend name. dcomm is added wherever gloo is named for what dcomm also does: the
-feature sets (DistTestCases.backend_feature) and the suite's `BACKEND == "gloo"` checks and require_backend
-({"gloo"}) gates, rewritten in a copy of the module loaded here. Tests that exercise gloo itself (a gloo group
+feature sets (DistTestCases.backend_feature, and "plugin"), and the suite's `BACKEND == "gloo"` checks and
+require_backend({"gloo"}) gates, rewritten in a copy of the module loaded here. Tests that exercise gloo itself (a gloo group
 made by name, gloo's sparse all_reduce) stay gloo's, as do those listed in EXCLUDED below with the reason.
 Every process the suite spawns re-imports this file, so each sees the same rewrite. Prints pass/skip/fail counts.
 """
@@ -32,6 +32,7 @@ from torch.testing._internal import common_distributed  # noqa: E402
 for features in common_distributed.DistTestCases.backend_feature.values():
     if "gloo" in features:
         features.add("dcomm")
+common_distributed.DistTestCases.backend_feature["plugin"].add("dcomm")  # the suite's name for a registered backend
 
 # Tests that run for gloo but test gloo itself, not a backend's behaviour; each with the reason (docs/torch.md).
 EXCLUDED = {
@@ -53,8 +54,6 @@ def load_suite():
         src = re.sub(r'BACKEND != "gloo"', 'BACKEND not in ("gloo", "dcomm")', src)
         src = re.sub(r'BACKEND == "gloo"', 'BACKEND in ("gloo", "dcomm")', src)
         src = src.replace('@require_backend({"gloo"})', '@require_backend({"gloo", "dcomm"})')
-        src = src.replace('ddp_logging_data.get("backend_name") == "gloo"',
-                          'ddp_logging_data.get("backend_name") in ("gloo", "dcomm")')
     module = type(sys)("dcomm_distributed_test")
     module.__file__ = path
     sys.modules[module.__name__] = module
