@@ -65,8 +65,8 @@ void DcommBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_
     try {
       pg_->recv(dcomm::Buffer(&ack, 1), 0, kMonitoredBarrierTag, o)->wait();
     } catch (const std::exception& e) {
-      TORCH_CHECK(false, "dcomm: [Rank ", rank_, "]: monitoredBarrier: rank 0 did not release the barrier within ",
-                  timeout.count(), " ms: ", e.what());
+      TORCH_CHECK(false, "Rank ", rank_, " successfully reached monitoredBarrier, but received errors while waiting "
+                  "for send/recv from rank 0 (rank 0 reports the rank that did not arrive; dcomm: ", e.what(), ")");
     }
     return;
   }
@@ -81,6 +81,14 @@ void DcommBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_
   std::string first_cause;
   for (int r = 1; r < size_; ++r) {
     auto remaining = timeout - std::chrono::duration_cast<dcomm::Duration>(std::chrono::steady_clock::now() - start);
+    if (remaining <= dcomm::Duration(0) && !wait_all_ranks) {
+      // Rank 0's own time ran out before it could wait for rank r (gloo's words).
+      for (auto& w : recvs) {
+        if (w) w->abort();
+      }
+      TORCH_CHECK(false, "Rank 0 timed out in monitoredBarrier after ", timeout.count(), " ms; ranks 1 to ", r - 1,
+                  " had arrived, rank ", r, " was not waited for");
+    }
     try {
       recvs[static_cast<std::size_t>(r)]->wait(std::max(remaining, dcomm::Duration(1)));
     } catch (const std::exception& e) {

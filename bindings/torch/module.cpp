@@ -3,6 +3,7 @@
 #include <dcomm/dcomm.hpp>
 
 #include <pybind11/chrono.h>
+#include <pybind11/eval.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include "backend.hpp"
@@ -39,6 +40,22 @@ PYBIND11_MODULE(dcomm_torch, m) {
            "Each algorithm's predicted time for `bytes` on this group, and dcomm's choice.");
   m.def("_create_process_group", &create, py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"));
   m.attr("__version__") = dcomm::version();
+  // torch 1.13's dist.monitored_barrier() refuses every backend but gloo before asking the group; let it ask a
+  // dcomm group too (the group's monitoredBarrier names the ranks that did not arrive).
+  py::exec(R"(
+import torch.distributed as _dist
+import torch.distributed.distributed_c10d as _c10d
+_gloo_only_monitored_barrier = _c10d.monitored_barrier
+def monitored_barrier(group=_c10d.GroupMember.WORLD, timeout=None, wait_all_ranks=False):
+    if not _c10d._rank_not_in_group(group) and _c10d.get_backend(group) == "dcomm":
+        group_to_use = _c10d._get_default_group() if group is None else group
+        return group_to_use.monitored_barrier(_c10d.default_pg_timeout if timeout is None else timeout,
+                                              wait_all_ranks=wait_all_ranks)
+    return _gloo_only_monitored_barrier(group, timeout, wait_all_ranks)
+monitored_barrier.__doc__ = _gloo_only_monitored_barrier.__doc__
+_c10d.monitored_barrier = monitored_barrier
+_dist.monitored_barrier = monitored_barrier
+)", m.attr("__dict__"));
   py::object backend = dist.attr("Backend");
   if (!py::bool_(backend.attr("_plugins").attr("__contains__")("DCOMM"))) {
     backend.attr("register_backend")("dcomm", m.attr("_create_process_group"));
