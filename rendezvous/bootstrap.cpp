@@ -7,6 +7,7 @@
 #include "common/log.hpp"
 #include "rendezvous/exchange.hpp"
 #include "rendezvous/identity.hpp"
+#include "rendezvous/job_port.hpp"
 
 #include <fmt/format.h>
 
@@ -25,6 +26,8 @@ constexpr const char* kFailedKey = "rdzv/failed";
 struct Master {
   std::string addr;
   uint16_t port;
+  /// Under mpirun or Slurm with no port given: the job's own ports instead of the fixed default (job_port.hpp).
+  std::optional<JobPorts> job;
 };
 
 Master resolve_master(const InitOptions& o) {
@@ -38,6 +41,8 @@ Master resolve_master(const InitOptions& o) {
     if (env::first({"DCOMM_MASTER_PORT", "MASTER_PORT"}, &which)) {
       port = *env::get_int(which);
       origin = which;
+    } else if ((m.job = job_ports_from_environment())) {
+      port = m.job->ports.front();
     } else {
       port = kDefaultMasterPort;
     }
@@ -64,6 +69,8 @@ std::shared_ptr<Store> open_tcp_store(const Master& m, int rank, Duration timeou
   opts.timeout = timeout;
   if (env::get_bool("DCOMM_STORE_HOSTED", false)) {
     DCOMM_DEBUG("bootstrap: dcomm-run hosts the store at {}:{}", m.addr, m.port);
+  } else if (m.job && rank >= 0) {
+    return open_job_store(*m.job, m.addr, rank == 0, is_loopback(m.addr) ? m.addr : "0.0.0.0", opts, server);
   } else if (rank == 0) {
     *server = start_tcp_store_server(is_loopback(m.addr) ? m.addr : "0.0.0.0", m.port, opts);
   } else if (rank < 0) {
