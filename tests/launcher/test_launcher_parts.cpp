@@ -15,26 +15,13 @@
 #include "tools/run/output_pump.hpp"
 #include "tools/run/rank_env.hpp"
 #include "tools/run/summary.hpp"
+#include "tests/launcher/parse_helpers.hpp"
 
 using namespace dcomm::run;
+using dcomm::run::test::parse;
+using dcomm::run::test::parse_error;
 
 namespace {
-
-LaunchOptions parse(std::vector<std::string> args) {
-  args.insert(args.begin(), "dcomm-run");
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  return parse_command_line(static_cast<int>(argv.size()), argv.data()).options;
-}
-
-std::string parse_error(std::vector<std::string> args) {
-  try {
-    parse(std::move(args));
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "(accepted)";
-}
 
 std::string read_all(int fd) {
   std::string out;
@@ -83,6 +70,12 @@ TEST_CASE("command line: mistakes name the option and the value") {
   CHECK(parse_error({"--nproc-per-node", "1", "--nnodes", "2", "--standalone", "--", "p"}).find("--standalone") !=
         std::string::npos);
   CHECK(parse_error({"--nproc-per-node", "1", "-z", "p"}).starts_with("unknown option '-z'"));
+  // A typo is named, with the option it is near, before any "is required".
+  CHECK(parse_error({"--nproc-per-nod", "2", "--", "p"}) ==
+        "unknown option '--nproc-per-nod'; did you mean --nproc-per-node? (options go before the program; put the "
+        "program after --)");
+  CHECK(parse_error({"--max_restart=2", "--", "p"}).find("did you mean --max_restarts?") != std::string::npos);
+  CHECK(parse_error({"--frobnicate", "--", "p"}).find("did you mean") == std::string::npos);
   CHECK(parse_error({"--nproc-per-node", "1", "--grace-period", "-1", "--", "p"}).starts_with("--grace-period"));
 }
 
@@ -108,11 +101,13 @@ TEST_CASE("each rank's variables, and merging them over the inherited environmen
                         "NODE_RANK=2", "DCOMM_NODE_RANK=2", "DCOMM_NODE_COUNT=3", "MASTER_ADDR=10.0.0.9",
                         "DCOMM_MASTER_ADDR=10.0.0.9", "MASTER_PORT=4000", "DCOMM_MASTER_PORT=4000",
                         "DCOMM_STORE_HOSTED=1", "DCOMM_RUN_ID=00112233aabbccdd", "DCOMM_RESTART_COUNT=2",
-                        "TORCHELASTIC_RESTART_COUNT=2", "DCOMM_HOST_ID=hx"}) {
+                        "TORCHELASTIC_RESTART_COUNT=2", "DCOMM_HOST_ID=hx", "TORCHELASTIC_RUN_ID=00112233aabbccdd",
+                        "GROUP_WORLD_SIZE=3", "ROLE_RANK=7", "ROLE_WORLD_SIZE=9", "ROLE_NAME=default",
+                        "TORCHELASTIC_MAX_RESTARTS=0", "TORCHELASTIC_USE_AGENT_STORE=True"}) {
     INFO(e);
     CHECK(has(e));
   }
-  CHECK(vars.size() == 21);
+  CHECK(vars.size() == 28);
 
   std::vector<std::string> merged = merge_environment({"PATH=/bin", "RANK=99", "A=b=c"}, {"RANK=7", "NEW=1"});
   CHECK(merged == std::vector<std::string>{"PATH=/bin", "A=b=c", "RANK=7", "NEW=1"});

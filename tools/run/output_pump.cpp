@@ -36,12 +36,27 @@ void write_all(int fd, std::string_view data) {
 LineForwarder::LineForwarder(int src_fd, int dest_fd, std::string prefix, std::size_t tail_lines)
     : src_fd_(src_fd), dest_fd_(dest_fd), prefix_(std::move(prefix)), tail_lines_(tail_lines) {}
 
-LineForwarder::~LineForwarder() { close(); }
+LineForwarder::~LineForwarder() {
+  close();
+  if (log_fd_ >= 0) ::close(log_fd_);
+}
+
+void LineForwarder::copy_to(int log_fd, bool console) {
+  if (log_fd_ >= 0) ::close(log_fd_);
+  log_fd_ = log_fd;
+  console_ = console;
+}
 
 void LineForwarder::emit(std::string_view line, std::string* out) {
-  out->append(prefix_);
-  out->append(line);
-  out->push_back('\n');
+  if (console_) {
+    out->append(prefix_);
+    out->append(line);
+    out->push_back('\n');
+  }
+  if (log_fd_ >= 0) {
+    log_out_.append(line);
+    log_out_.push_back('\n');
+  }
   if (tail_lines_ == 0) return;
   tail_.emplace_back(line);
   if (tail_.size() > tail_lines_) tail_.pop_front();
@@ -63,8 +78,16 @@ LineForwarder::ReadResult LineForwarder::read_some() {
     emit(std::string_view(partial_).substr(0, kMaxLineBytes), &out);
     partial_.erase(0, kMaxLineBytes);
   }
-  write_all(dest_fd_, out);
+  write_out(out);
   return ReadResult::kData;
+}
+
+void LineForwarder::write_out(const std::string& out) {
+  if (!out.empty()) write_all(dest_fd_, out);
+  if (!log_out_.empty()) {
+    write_all(log_fd_, log_out_);
+    log_out_.clear();
+  }
 }
 
 bool LineForwarder::pump() {
@@ -87,7 +110,7 @@ void LineForwarder::finish() {
     std::string out;
     emit(partial_, &out);
     partial_.clear();
-    write_all(dest_fd_, out);
+    write_out(out);
   }
   ::close(src_fd_);
   src_fd_ = -1;

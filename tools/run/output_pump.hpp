@@ -21,6 +21,10 @@ class LineForwarder {
   LineForwarder(const LineForwarder&) = delete;
   LineForwarder& operator=(const LineForwarder&) = delete;
 
+  /// Also writes every line, without the prefix, to log_fd (taken over; -1: none), and to the console only when
+  /// `console` (torchrun's --tee, --redirects and --local-ranks-filter).
+  void copy_to(int log_fd, bool console);
+
   int fd() const { return src_fd_; }
   bool is_open() const { return src_fd_ >= 0; }
   /// Reads what is available and forwards complete lines; at EOF forwards the partial line and closes.
@@ -36,6 +40,7 @@ class LineForwarder {
   ReadResult read_some();
   void finish();
   void emit(std::string_view line, std::string* out);
+  void write_out(const std::string& out);
 
   int src_fd_;
   int dest_fd_;
@@ -43,6 +48,9 @@ class LineForwarder {
   std::size_t tail_lines_;
   std::string partial_;
   std::deque<std::string> tail_;
+  int log_fd_ = -1;
+  bool console_ = true;
+  std::string log_out_;
 };
 
 /// Writes all of data to fd, retrying short writes; gives up quietly if the reader has gone (EPIPE).

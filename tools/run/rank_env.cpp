@@ -4,6 +4,8 @@
 
 #include <unordered_set>
 
+#include "tools/run/torch_env.hpp"
+
 extern char** environ;
 
 namespace dcomm::run {
@@ -45,6 +47,9 @@ std::vector<std::string> rank_variables(const LaunchOptions& o, const RoundInfo&
   std::vector<std::string> out;
   out.reserve(vars.size());
   for (const auto& [name, value] : vars) out.push_back(fmt::format("{}={}", name, value));
+  for (const auto& [name, value] : torchelastic_variables(o, round, local_rank)) {
+    out.push_back(fmt::format("{}={}", name, value));
+  }
   return out;
 }
 

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "tools/run/rank_exec.hpp"
+#include "tools/run/rank_logs.hpp"
 #include "tools/run/spawn.hpp"
 
 namespace dcomm::run {
@@ -30,10 +31,8 @@ void RankGroup::start(const RoundInfo& round) {
     r.exit.local_rank = local;
     r.exit.node_rank = options_.node_rank;
     r.exit.host = host_;
-    SpawnedProcess p;
-    try {
-      p = spawn_process(argv, merge_environment(base, rank_variables(options_, round, local)));
-    } catch (...) {
+    // If this rank cannot start (or its log files cannot be made), those already started are killed.
+    auto abandon = [&] {
       signal_all(SIGKILL, false);
       for (auto& started : ranks_) {
         while (::waitpid(started.exit.pid, nullptr, 0) < 0 && errno == EINTR) {
@@ -42,6 +41,12 @@ void RankGroup::start(const RoundInfo& round) {
         started.reaped = true;
       }
       close_output();
+    };
+    SpawnedProcess p;
+    try {
+      p = spawn_process(argv, merge_environment(base, rank_variables(options_, round, local)));
+    } catch (...) {
+      abandon();
       throw;
     }
     r.exit.pid = p.pid;
@@ -50,6 +55,12 @@ void RankGroup::start(const RoundInfo& round) {
     r.out = std::make_unique<LineForwarder>(p.stdout_fd, STDOUT_FILENO, prefix, 0);
     r.err = std::make_unique<LineForwarder>(p.stderr_fd, STDERR_FILENO, prefix, kStderrTailLines);
     ranks_.push_back(std::move(r));
+    try {
+      attach_rank_logs(options_, round, local, *ranks_.back().out, *ranks_.back().err);
+    } catch (...) {
+      abandon();
+      throw;
+    }
   }
 }
 
