@@ -134,6 +134,25 @@ int fail_or_sleep(int argc, char** argv, bool by_signal) {
   return std::atoi(argv[3]);
 }
 
+// Rank argv[2] writes its own last words, then a crash handler's backtrace as UCX prints it on SIGSEGV (more
+// frames than the summary keeps lines), then dies of SIGSEGV.
+int crash_with_backtrace(int argc, char** argv) {
+  if (argc < 3) return 64;
+  if (env_int("RANK") != std::atoi(argv[2])) return sleep_until_stopped(false);
+  wait_for_others_ready();
+  std::fprintf(stderr, "rank %d: step 7, touching the halo buffer\n", env_int("RANK"));
+  std::fputs("[vm:4242:0:4242] Caught signal 11 (Segmentation fault: address not mapped to object at address (nil))\n"
+             "==== backtrace (tid:   4242) ====\n",
+             stderr);
+  for (int i = 0; i < 24; ++i) {
+    std::fprintf(stderr, " %d  /lib/x86_64-linux-gnu/libucs.so.0(ucs_handle_error+0x2e4) [0x7f2b1c2d4f14]\n", i);
+  }
+  std::fputs("=================================\n", stderr);
+  std::fflush(stderr);
+  ::raise(SIGSEGV);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -144,6 +163,7 @@ int main(int argc, char** argv) {
   if (mode == "sleep") return sleep_until_stopped(false);
   if (mode == "sleep-ignore") return sleep_until_stopped(true);
   if (mode == "output") return output();
+  if (mode == "crash-with-backtrace") return crash_with_backtrace(argc, argv);
   if (mode == "fail-first-round" && argc >= 4) {
     int round = env_int("DCOMM_RESTART_COUNT");
     if (round == 0 && env_int("RANK") == std::atoi(argv[2])) return std::atoi(argv[3]);

@@ -11,9 +11,12 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "tools/run/options.hpp"
 #include "tools/run/output_pump.hpp"
 #include "tools/run/rank_env.hpp"
+#include "tools/run/stderr_tail.hpp"
 #include "tools/run/summary.hpp"
 #include "tests/launcher/parse_helpers.hpp"
 
@@ -176,4 +179,26 @@ TEST_CASE("exit descriptions, exit codes and the summary") {
         "dcomm-run:       last 1 stderr lines of rank 5:\n"
         "dcomm-run:         boom\n"
         "dcomm-run: stopped by dcomm-run after the failure: ranks 0, 2\n");
+}
+
+TEST_CASE("a crash backtrace does not push the rank's own last lines out of the summary's tail") {
+  StderrTail tail(3);
+  for (const char* line : {"step 9", "rank 2: about to touch the bad pointer", "really"}) tail.add(line);
+  tail.add("[vm:4242:0:4242] Caught signal 11 (Segmentation fault: address not mapped to object at address (nil))");
+  tail.add("==== backtrace (tid:   4242) ====");
+  for (int i = 0; i < 25; ++i) {
+    tail.add(fmt::format(" {}  /lib/x86_64-linux-gnu/libucs.so.0(ucs_handle_error+0x2e4) [0x7f2b1c2d{:04x}]", i, i));
+  }
+  tail.add(" 25  ./a.out() [0x401136]");
+  tail.add("=================================");
+  CHECK(tail.lines() == std::vector<std::string>{
+                            "rank 2: about to touch the bad pointer", "really",
+                            "[vm:4242:0:4242] Caught signal 11 (Segmentation fault: address not mapped to object at "
+                            "address (nil))",
+                            "(28 backtrace lines not shown; see the rank's stderr above)"});
+  // Ordinary lines that begin with a number are the rank's own.
+  CHECK_FALSE(StderrTail::is_backtrace_line("3 ranks left"));
+  CHECK_FALSE(StderrTail::is_backtrace_line("10 /2 = 5"));
+  CHECK_FALSE(StderrTail::is_backtrace_line("12  items at 0 cost"));
+  CHECK_FALSE(StderrTail::is_backtrace_line("== step =="));
 }

@@ -116,8 +116,8 @@ int run_launcher(const LaunchOptions& options, SignalWatcher& signals) {
     try {
       server = start_tcp_store_server(options.master_addr, static_cast<uint16_t>(options.master_port));
     } catch (const Error& e) {
-      throw UsageError(fmt::format("cannot host the store on {}:{}: {}", options.master_addr, options.master_port,
-                                   e.what()));
+      // e names the address and the port and says what to check.
+      throw UsageError(fmt::format("cannot host the store: {}", e.what()));
     }
     round.master_port = server->port();
   }

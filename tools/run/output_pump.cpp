@@ -34,7 +34,7 @@ void write_all(int fd, std::string_view data) {
 }
 
 LineForwarder::LineForwarder(int src_fd, int dest_fd, std::string prefix, std::size_t tail_lines)
-    : src_fd_(src_fd), dest_fd_(dest_fd), prefix_(std::move(prefix)), tail_lines_(tail_lines) {}
+    : src_fd_(src_fd), dest_fd_(dest_fd), prefix_(std::move(prefix)), tail_(tail_lines) {}
 
 LineForwarder::~LineForwarder() {
   close();
@@ -57,9 +57,7 @@ void LineForwarder::emit(std::string_view line, std::string* out) {
     log_out_.append(line);
     log_out_.push_back('\n');
   }
-  if (tail_lines_ == 0) return;
-  tail_.emplace_back(line);
-  if (tail_.size() > tail_lines_) tail_.pop_front();
+  tail_.add(line);
 }
 
 LineForwarder::ReadResult LineForwarder::read_some() {

@@ -4,9 +4,10 @@
 // of different ranks never mix. The last few lines are kept for the failure summary.
 
 #include <cstddef>
-#include <deque>
 #include <string>
 #include <vector>
+
+#include "tools/run/stderr_tail.hpp"
 
 namespace dcomm::run {
 
@@ -32,8 +33,8 @@ class LineForwarder {
   bool pump();
   /// Forwards a pending partial line and closes the pipe (for a rank whose pipe a grandchild keeps open).
   void close();
-  /// The last lines seen (without prefix), oldest first.
-  std::vector<std::string> tail() const { return {tail_.begin(), tail_.end()}; }
+  /// The last lines seen (without prefix), oldest first; a crash backtrace is summarised (stderr_tail.hpp).
+  std::vector<std::string> tail() const { return tail_.lines(); }
 
  private:
   enum class ReadResult { kData, kNothing, kEnd };
@@ -45,9 +46,8 @@ class LineForwarder {
   int src_fd_;
   int dest_fd_;
   std::string prefix_;
-  std::size_t tail_lines_;
   std::string partial_;
-  std::deque<std::string> tail_;
+  StderrTail tail_;
   int log_fd_ = -1;
   bool console_ = true;
   std::string log_out_;
