@@ -419,6 +419,8 @@ def run_case_from_argv(module_globals, program_var, doc):
         print(doc, file=sys.stderr)
         return 2
     module_globals["DCOMM_RUN"], module_globals[program_var], case = sys.argv[1], sys.argv[2], sys.argv[3]
+    # The helpers here (run, start_nodes, ...) read this module's globals when another driver imports them.
+    globals()["DCOMM_RUN"], globals()["PROBE"] = sys.argv[1], sys.argv[2]
     fn = module_globals.get("case_" + case)
     if fn is None:
         print(f"no case {case}", file=sys.stderr)

@@ -57,11 +57,5 @@ def case_segfault_tail():
     check("(26 backtrace lines not shown; see the rank's stderr above)" in summary, "the frames counted", r)
 
 
-def main():
-    if len(sys.argv) == 4:
-        lt.DCOMM_RUN, lt.PROBE = sys.argv[1], sys.argv[2]
-    return lt.run_case_from_argv(globals(), "PROBE", __doc__)
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(lt.run_case_from_argv(globals(), "PROBE", __doc__))

@@ -130,11 +130,5 @@ def case_typo():
         "program; put the program after --)"], "the typo named with a suggestion", r)
 
 
-def main():
-    if len(sys.argv) == 4:
-        lt.DCOMM_RUN, lt.PROBE = sys.argv[1], sys.argv[2]
-    return lt.run_case_from_argv(globals(), "PROBE", __doc__)
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(lt.run_case_from_argv(globals(), "PROBE", __doc__))
