@@ -48,6 +48,14 @@ g++ "$tmp/app/app.cpp" -o "$tmp/app_pc" $(pkg-config --cflags --libs dcomm)
 "${run[@]}" env LD_LIBRARY_PATH="$moved/$libdir" "$tmp/app_pc" | tee "$tmp/out_pc"
 [ "$(grep -c "all_reduce ok" "$tmp/out_pc")" = 2 ] || fail "pkg-config program: want 2 ranks ok"
 
+echo "== the README's example, warning-free under -Wall -Wextra"
+python3 - "$src/README.md" > "$tmp/readme.cpp" <<'PY'
+import re, sys
+print(re.search(r"```cpp\n(.*?)```", open(sys.argv[1]).read(), re.S).group(1))
+PY
+# shellcheck disable=SC2046
+g++ -Wall -Wextra -Werror -c "$tmp/readme.cpp" -o "$tmp/readme.o" $(pkg-config --cflags dcomm)
+
 echo "== meson dependency('dcomm')"
 meson setup "$tmp/app_meson" "$tmp/app" >/dev/null
 ninja -C "$tmp/app_meson" >/dev/null
