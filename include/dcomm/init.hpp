@@ -37,7 +37,8 @@ struct InitOptions {
   std::string host_id{};
   /// The store's address; empty: MASTER_ADDR / DCOMM_MASTER_ADDR, else 127.0.0.1.
   std::string master_addr{};
-  /// The store's port; -1: MASTER_PORT / DCOMM_MASTER_PORT, else 29500.
+  /// The store's port; -1: MASTER_PORT / DCOMM_MASTER_PORT, else under mpirun or Slurm a port derived from the
+  /// job id (docs/store.md), else 29500.
   int master_port = -1;
   /// A store to use instead of connecting to (or hosting) a TCP store, e.g. make_memory_store() for threads.
   std::shared_ptr<Store> store{};
