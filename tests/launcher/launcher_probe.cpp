@@ -134,6 +134,27 @@ int fail_or_sleep(int argc, char** argv, bool by_signal) {
   return std::atoi(argv[3]);
 }
 
+// A progress bar as dcomm-bench draws one (redrawn with '\r', erased before each table line), on rank 0 only
+// and only when DCOMM_RUN_TTY=1 says a terminal will see it.
+int progress_bar() {
+  const bool bar = env_int("RANK") == 0 && env_int("DCOMM_RUN_TTY") == 1;
+  for (int i = 1; i <= 3; ++i) {
+    if (bar) {
+      std::fputs("\r\033[K", stderr);
+      std::fflush(stderr);
+    }
+    std::printf("row %d\n", i);
+    std::fflush(stdout);
+    if (bar) {
+      std::fprintf(stderr, "\r\033[K[%.*s%.*s] %d/3", i, "###", 3 - i, "...", i);
+      std::fflush(stderr);
+    }
+    sleep_ms(300);
+  }
+  if (bar) std::fputs("\r\033[K", stderr);
+  return 0;
+}
+
 // Rank argv[2] writes its own last words, then a crash handler's backtrace as UCX prints it on SIGSEGV (more
 // frames than the summary keeps lines), then dies of SIGSEGV.
 int crash_with_backtrace(int argc, char** argv) {
@@ -163,6 +184,7 @@ int main(int argc, char** argv) {
   if (mode == "sleep") return sleep_until_stopped(false);
   if (mode == "sleep-ignore") return sleep_until_stopped(true);
   if (mode == "output") return output();
+  if (mode == "bar") return progress_bar();
   if (mode == "crash-with-backtrace") return crash_with_backtrace(argc, argv);
   if (mode == "fail-first-round" && argc >= 4) {
     int round = env_int("DCOMM_RESTART_COUNT");

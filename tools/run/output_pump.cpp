@@ -1,5 +1,7 @@
 #include "tools/run/output_pump.hpp"
 
+#include "tools/run/status_line.hpp"
+
 #include <poll.h>
 #include <unistd.h>
 
@@ -47,7 +49,16 @@ void LineForwarder::copy_to(int log_fd, bool console) {
   console_ = console;
 }
 
+void LineForwarder::show_status_lines() { status_lines_ = true; }
+
 void LineForwarder::emit(std::string_view line, std::string* out) {
+  // A line that ends a redrawn one (a bar's last state, then '\n'): what a terminal would show of it.
+  std::string cleaned;
+  if (status_lines_ && line.find('\r') != std::string_view::npos) {
+    cleaned = visible_after_carriage_return(line);
+    if (cleaned.empty()) return;
+    line = cleaned;
+  }
   if (console_) {
     out->append(prefix_);
     out->append(line);
@@ -76,12 +87,24 @@ LineForwarder::ReadResult LineForwarder::read_some() {
     emit(std::string_view(partial_).substr(0, kMaxLineBytes), &out);
     partial_.erase(0, kMaxLineBytes);
   }
+  if (status_lines_ && partial_.find('\r') != std::string::npos) {
+    // A redrawn line (a progress bar): the terminal shows what follows the last '\r'; the rest is overwritten.
+    std::string visible = visible_after_carriage_return(partial_);
+    partial_.clear();
+    write_out(out);
+    StatusLine::show(dest_fd_, visible.empty() ? visible : prefix_ + visible);
+    return ReadResult::kData;
+  }
   write_out(out);
   return ReadResult::kData;
 }
 
 void LineForwarder::write_out(const std::string& out) {
-  if (!out.empty()) write_all(dest_fd_, out);
+  if (!out.empty()) {
+    StatusLine::before_write();
+    write_all(dest_fd_, out);
+    StatusLine::after_write();
+  }
   if (!log_out_.empty()) {
     write_all(log_fd_, log_out_);
     log_out_.clear();

@@ -26,6 +26,9 @@ class LineForwarder {
   /// `console` (torchrun's --tee, --redirects and --local-ranks-filter).
   void copy_to(int log_fd, bool console);
 
+  /// Shows what follows a partial line's '\r' as the launcher's status line (status_line.hpp); for a terminal.
+  void show_status_lines();
+
   int fd() const { return src_fd_; }
   bool is_open() const { return src_fd_ >= 0; }
   /// Reads what is available and forwards complete lines; at EOF forwards the partial line and closes.
@@ -51,6 +54,7 @@ class LineForwarder {
   int log_fd_ = -1;
   bool console_ = true;
   std::string log_out_;
+  bool status_lines_ = false;
 };
 
 /// Writes all of data to fd, retrying short writes; gives up quietly if the reader has gone (EPIPE).

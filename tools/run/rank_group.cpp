@@ -11,6 +11,7 @@
 
 #include "tools/run/rank_exec.hpp"
 #include "tools/run/rank_logs.hpp"
+#include "tools/run/status_line.hpp"
 #include "tools/run/spawn.hpp"
 
 namespace dcomm::run {
@@ -54,6 +55,7 @@ void RankGroup::start(const RoundInfo& round) {
     std::string prefix = options_.prefix_output ? fmt::format("[rank {}]: ", r.exit.rank) : std::string();
     r.out = std::make_unique<LineForwarder>(p.stdout_fd, STDOUT_FILENO, prefix, 0);
     r.err = std::make_unique<LineForwarder>(p.stderr_fd, STDERR_FILENO, prefix, kStderrTailLines);
+    if (StatusLine::enabled()) r.err->show_status_lines();
     ranks_.push_back(std::move(r));
     try {
       attach_rank_logs(options_, round, local, *ranks_.back().out, *ranks_.back().err);
@@ -135,6 +137,7 @@ void RankGroup::close_output() {
     r.out->close();
     r.err->close();
   }
+  StatusLine::show(STDERR_FILENO, "");  // a bar its rank left drawn must not stay on the terminal
 }
 
 }  // namespace dcomm::run
