@@ -8,6 +8,8 @@
 
 #include <dcomm/error.hpp>
 
+#include <fmt/format.h>
+
 #include "common/deadline.hpp"
 
 namespace dcomm::run {
@@ -23,7 +25,10 @@ struct Supervisor::State {
   Clock::time_point term_at = Clock::time_point::max();  // a failure was seen: SIGTERM the rest at this time
   Clock::time_point next_link_poll{};
   Clock::time_point drain_until = Clock::time_point::max();
-  State(const LaunchOptions& o, const std::string& host) : group(o, host) {}
+  RankRecords records;
+  std::vector<int> stalled;  ///< local indices of ranks blamed as stalled (not listed again as stopped)
+  State(const LaunchOptions& o, const std::string& host, std::shared_ptr<Store> store, const RoundInfo& round)
+      : group(o, host), records(std::move(store), round) {}
 };
 
 void Supervisor::begin_stop(State& s, int sig) {
@@ -41,9 +46,32 @@ void Supervisor::schedule_stop(State& s) {
   if (options_.failure_window <= Duration(0)) begin_stop(s, SIGTERM);
 }
 
+void Supervisor::blame_stalled(State& s) {
+  auto& ranks = s.group.ranks();
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    const RankGroup::Rank& r = ranks[i];
+    if (!r.running || r.stop_signal == 0) continue;
+    RankExit e = r.exit;
+    e.stalled = fmt::format("stopped by signal {} ({}) {} before the first failure and never resumed; its peers "
+                            "timed out waiting for it",
+                            r.stop_signal, describe_signal(r.stop_signal),
+                            format_duration(std::chrono::duration_cast<Duration>(Clock::now() - r.stopped_at)));
+    s.result.failures.push_back(e);
+    s.stalled.push_back(static_cast<int>(i));
+  }
+}
+
+void Supervisor::handle_stops(State& s) {
+  for (std::size_t i : s.group.poll_stops()) {
+    const RankGroup::Rank& r = s.group.ranks()[i];
+    s.records.rank_stopped(r.exit.rank, r.stop_signal);
+  }
+}
+
 void Supervisor::record_failure(State& s, const RankExit& e) {
   if (s.result.outcome == RoundResult::Outcome::kSucceeded) s.result.outcome = RoundResult::Outcome::kFailed;
-  if (link_ != nullptr && s.result.failures.empty() && s.result.outcome != RoundResult::Outcome::kLinkLost) {
+  const bool first = s.result.failures.empty();
+  if (link_ != nullptr && first && s.result.outcome != RoundResult::Outcome::kLinkLost) {
     try {
       RankExit first = link_->report_failure(s.round, e);
       // Another node failed first: its failure is the root cause, ours follows.
@@ -52,6 +80,8 @@ void Supervisor::record_failure(State& s, const RankExit& e) {
       s.result.link_error = err.what();
     }
   }
+  // A rank stopped by a signal makes its peers time out: it, not the first of them to exit, is the cause.
+  if (first) blame_stalled(s);
   s.result.failures.push_back(e);
 }
 
@@ -91,6 +121,9 @@ void Supervisor::handle_exits(State& s) {
     for (int reads = 0; reads < kExitDrainReads && (r.out->pump() || r.err->pump()); ++reads) {
     }
     r.exit.stderr_tail = r.err->tail();
+    const bool stalled = std::find(s.stalled.begin(), s.stalled.end(), static_cast<int>(i)) != s.stalled.end();
+    if (stalled) continue;  // already the root cause of the summary
+    if (r.exit.failed()) s.records.rank_failed(r.exit);
     if (r.exit.stopped) {
       s.result.stopped.push_back(r.exit);
     } else if (r.exit.failed()) {
@@ -121,12 +154,13 @@ void Supervisor::poll_link(State& s) {
 }
 
 RoundResult Supervisor::run_round(const RoundInfo& round) {
-  State s(options_, host_);
+  State s(options_, host_, rank_store_, round);
   s.round = round.restart_count;
   s.group.start(round);
   bool others_done = link_ == nullptr;
   while (true) {
     handle_signals(s);
+    handle_stops(s);
     handle_exits(s);
     poll_link(s);
     if (!s.stopping && Clock::now() >= s.term_at) begin_stop(s, SIGTERM);
@@ -177,6 +211,11 @@ RoundResult Supervisor::run_round(const RoundInfo& round) {
   s.group.close_output();
   if (s.stopping) s.group.signal_all(SIGKILL, false);  // grandchildren left in the ranks' groups
   s.group.release();
+  if (!s.result.failures.empty()) s.result.flight_report = s.records.flight_report().value_or("");
+  // A rank killed while it set up its shared memory leaves its segment behind; nothing of the run may stay.
+  std::vector<int> pids;
+  for (const auto& r : s.group.ranks()) pids.push_back(r.exit.pid);
+  remove_leftover_segments(round.run_id, pids);
   return std::move(s.result);
 }
 

@@ -7,6 +7,7 @@
 
 #include "tools/run/node_link.hpp"
 #include "tools/run/rank_group.hpp"
+#include "tools/run/rank_records.hpp"
 #include "tools/run/signals.hpp"
 
 namespace dcomm::run {
@@ -23,6 +24,7 @@ struct RoundResult {
   std::vector<RankExit> stopped;
   int signal = 0;
   std::string link_error;
+  std::string flight_report;  ///< the flight recorder's report of a timeout, when a rank wrote one
 };
 
 class Supervisor {
@@ -34,8 +36,10 @@ class Supervisor {
   /// Reads of an exited rank's pipes before its stderr tail is taken.
   static constexpr int kExitDrainReads = 64;
 
-  Supervisor(const LaunchOptions& o, SignalWatcher& signals, NodeLink* link, std::string host)
-      : options_(o), signals_(signals), link_(link), host_(std::move(host)) {}
+  /// `rank_store`: an unprefixed client of the ranks' store (rank_records.hpp), or null.
+  Supervisor(const LaunchOptions& o, SignalWatcher& signals, NodeLink* link, std::string host,
+             std::shared_ptr<Store> rank_store = nullptr)
+      : options_(o), signals_(signals), link_(link), host_(std::move(host)), rank_store_(std::move(rank_store)) {}
 
   /// Runs one round to its end. Throws dcomm::SystemError when the program cannot be started.
   RoundResult run_round(const RoundInfo& round);
@@ -48,11 +52,15 @@ class Supervisor {
   void begin_stop(State& s, int sig);
   void schedule_stop(State& s);
   void record_failure(State& s, const RankExit& e);
+  void handle_stops(State& s);
+  /// At the round's first failure: the ranks stopped by a signal since before it, as root causes.
+  void blame_stalled(State& s);
 
   const LaunchOptions& options_;
   SignalWatcher& signals_;
   NodeLink* link_;
   std::string host_;
+  std::shared_ptr<Store> rank_store_;
 };
 
 }  // namespace dcomm::run
