@@ -19,6 +19,7 @@ constexpr const char* kReportKey = "fr/report";
 /// asker's timeout must still hold within a few percent.
 constexpr Duration kPollInterval = std::chrono::milliseconds(100);
 constexpr Duration kGatherTime = std::chrono::milliseconds(300);
+constexpr Duration kGatherPoll = std::chrono::milliseconds(10);
 
 std::string dump_key(int64_t request, int rank) { return fmt::format("fr/{}/{}", request, rank); }
 
@@ -83,10 +84,8 @@ void HangResponder::loop() {
     try {
       // check() first: add() would create the key, and a caller's store should not grow keys nobody asked for.
       int64_t request = store_->check({kRequestKey}) ? store_->add(kRequestKey, 0) : 0;
-      if (request > answered) {
-        publish_dump(*store_, *recorders_, request, rank_, world_size_);
-        answered = request;
-      }
+      // Several ranks may ask at once (their timeouts expire together): each gets an answer under its number.
+      for (; answered < request; ++answered) publish_dump(*store_, *recorders_, answered + 1, rank_, world_size_);
     } catch (const std::exception& e) {
       // The store is gone (its host exited): nobody can ask any more.
       DCOMM_DEBUG("flight recorder: stops answering requests: {}", e.what());
@@ -139,20 +138,25 @@ std::string report_hang(Store& store, const FlightRecorders& recorders, const Fl
       unable[static_cast<std::size_t>(r)] = cannot_answer(store, mesh, r);
       if (unable[static_cast<std::size_t>(r)].empty()) keys.push_back(dump_key(request, r));
     }
-    try {
-      if (!keys.empty()) store.wait(keys, kGatherTime);
-    } catch (const TimeoutError&) {
-      // Some did not answer: they are named below.
+    // Polled, not a blocking wait: the store client is this process's responder's too, and another asker may
+    // be waiting for it to answer.
+    Deadline gather = Deadline::after(kGatherTime);
+    while (!keys.empty() && !gather.expired()) {
+      std::erase_if(keys, [&](const std::string& k) { return store.check({k}); });
+      if (!keys.empty()) std::this_thread::sleep_for(kGatherPoll);
     }
     std::vector<int> in_call;
     std::vector<std::string> elsewhere;
-    // The rank that holds up the call: one that cannot answer, else one in user code, else one in another call.
-    int culprit = -1, culprit_rank_order = 3;
+    // The rank that holds up the call, by how sure the report is: one known stopped or dead, else one silent,
+    // else one in user code, else one in another call.
+    int culprit = -1, culprit_rank_order = 4;
     std::string culprit_what;
     auto suspect = [&](int r, int order, const std::string& what) {
       if (order < culprit_rank_order) culprit = r, culprit_rank_order = order, culprit_what = what;
     };
-    std::string call = "?";
+    FlightRecorder::Position mine = group.position(Clock::now());
+    std::string call = fmt::format("{} #{} for {:.1f} s", to_string(mine.newest.coll), seq,
+                                   std::chrono::duration<double>(mine.for_time).count());
     for (int r : group.world_ranks()) {
       std::string key = dump_key(request, r);
       if (!store.check({key})) {
@@ -162,7 +166,7 @@ std::string report_hang(Store& store, const FlightRecorders& recorders, const Fl
                           : "did not answer: " + why;
         elsewhere.push_back(fmt::format("rank {} (pid {} on host {}) {}", r, mesh.peer(r).pid, mesh.peer(r).hostname,
                                         why));
-        suspect(r, 0, why);
+        suspect(r, unable[static_cast<std::size_t>(r)].empty() ? 1 : 0, why);
         continue;
       }
       nlohmann::json d = nlohmann::json::parse(store.get_string(key), nullptr, false);
@@ -170,16 +174,15 @@ std::string report_hang(Store& store, const FlightRecorders& recorders, const Fl
       const nlohmann::json* newest = g != nullptr && !(*g)["entries"].empty() ? &(*g)["entries"].back() : nullptr;
       if (g != nullptr && g->value("in_call", false) && newest != nullptr && newest->value("seq", uint64_t{0}) == seq) {
         in_call.push_back(r);
-        call = fmt::format("{} for {:.1f} s", call_name(*newest), newest->value("duration_s", 0.0));
         continue;
       }
       std::string what;
-      int order = 1;
+      int order = 2;
       if (newest == nullptr) {
         what = "has run no collective in this group";
       } else if (g->value("in_call", false)) {
         what = fmt::format("is in {} for {:.1f} s", call_name(*newest), newest->value("duration_s", 0.0));
-        order = 2;
+        order = 3;
       } else {
         what = fmt::format("last finished {} and is in user code for {:.1f} s", call_name(*newest),
                            g->value("idle_s", 0.0));
@@ -206,7 +209,8 @@ std::string report_hang(Store& store, const FlightRecorders& recorders, const Fl
       rec.rank = culprit;
       rec.pid = mesh.peer(culprit).pid;
       rec.host = mesh.peer(culprit).hostname;
-      rec.what = fmt::format("never reached the call its peers timed out in ({}): it {}", call, culprit_what);
+      rec.what = fmt::format("held up {} (its peers timed out in it): it {}", call.substr(0, call.find(" for ")),
+                             culprit_what);
       rec.reporter = fmt::format("rank {}'s flight recorder", self);
       rec.timeout = true;
       rdzv::publish_failure(store, rec);

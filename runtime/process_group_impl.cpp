@@ -33,10 +33,14 @@ void ProcessGroupImpl::run_recorded(const coll::Args& args, const std::string& a
   try {
     engine_->run(args, algorithm, deadline, seq);
   } catch (const Error& e) {
-    recorder_->end(false);
-    if (e.code() != ErrorCode::kTimeout || !world_->failure_store) throw;
-    // Which ranks never reached this call: asked of every rank (or read from the first asker's report).
+    if (e.code() != ErrorCode::kTimeout || !world_->failure_store) {
+      recorder_->end(false);
+      throw;
+    }
+    // Which ranks never reached this call: asked of every rank (or read from the first asker's report). This
+    // call stays "running" in the recorder meanwhile: that is where this rank is.
     std::string report = report_hang(*world_->failure_store, *world_->recorders, *recorder_, *world_->mesh, seq);
+    recorder_->end(false);
     std::string text = e.what();
     // The rank that holds up the call leads, as for a death (docs/errors.md, blame rules).
     auto root = rdzv::read_failure(*world_->failure_store);

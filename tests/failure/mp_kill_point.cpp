@@ -1,7 +1,8 @@
 // A rank is killed (SIGKILL) or stopped (SIGSTOP) at a chosen moment: a timer started at main() entry covers
 // startup, rendezvous, mesh setup and the probe; a later one lands mid-collective or between calls (the loop
 // sleeps now and then). Every survivor must fail naming the victim; kill_matrix.py checks what they print.
-//   env: KILL_RANK (the victim), KILL_AFTER_S (seconds after main() entry), KILL_SIGNAL (KILL or STOP),
+//   env: KILL_RANK (the victim), KILL_AFTER_S (seconds after main() entry), KILL_SIGNAL (KILL, STOP, or SLEEP:
+//        the victim's main thread sleeps LOOP_S seconds between two calls: alive, but in user code),
 //        LOOP_S (how long the survivors' loop may run; they stop early only by failing)
 //   prints: "PID rank R pid P", "VICTIM rank R signal S at T", "SURVIVOR rank R at T call_s C: [Code] message"
 //   (T: seconds since the epoch; C: how long the failing call had run), "DONE rank R" when the loop ran out.
@@ -35,10 +36,12 @@ int main() {
   const int rank = static_cast<int>(env_double("DCOMM_RANK", -1));
   const int victim = static_cast<int>(env_double("KILL_RANK", 1));
   const double after = env_double("KILL_AFTER_S", 1.0);
-  const bool stop = std::getenv("KILL_SIGNAL") != nullptr && std::string(std::getenv("KILL_SIGNAL")) == "STOP";
+  const std::string how = std::getenv("KILL_SIGNAL") != nullptr ? std::getenv("KILL_SIGNAL") : "KILL";
+  const bool stop = how == "STOP";
+  const double main_start = now_s();
   std::printf("PID rank %d pid %d\n", rank, static_cast<int>(::getpid()));
   std::fflush(stdout);
-  if (rank == victim) {
+  if (rank == victim && how != "SLEEP") {
     std::thread([after, rank, stop] {
       std::this_thread::sleep_for(std::chrono::duration<double>(after));
       std::printf("VICTIM rank %d signal %s at %.3f\n", rank, stop ? "STOP" : "KILL", now_s());
@@ -63,6 +66,12 @@ int main() {
         return 4;
       }
       if (i % 40 == 39) std::this_thread::sleep_for(std::chrono::milliseconds(30));  // between calls
+      if (how == "SLEEP" && rank == victim && now_s() - main_start >= after) {
+        std::printf("VICTIM rank %d signal SLEEP at %.3f\n", rank, now_s());
+        std::fflush(stdout);
+        std::this_thread::sleep_for(std::chrono::duration<double>(loop_s));
+        return 0;
+      }
     }
   } catch (const dcomm::Error& e) {
     std::printf("SURVIVOR rank %d at %.3f call_s %.3f: [%s] %s\n", rank, now_s(), now_s() - call_start,

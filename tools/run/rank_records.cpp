@@ -34,7 +34,7 @@ void RankRecords::rank_failed(const RankExit& e) noexcept {
   r.rank = e.rank;
   r.pid = e.pid;
   r.host = e.host;
-  r.what = e.signaled ? fmt::format("was killed by signal {} ({})", e.code, describe_signal(e.code))
+  r.what = e.signaled ? fmt::format("was killed by signal {} {}", e.code, describe_signal(e.code))
                       : fmt::format("exited with code {}", e.code);
   r.reporter = "dcomm-run";
   rdzv::publish_failure(*store_, r);
@@ -47,7 +47,7 @@ void RankRecords::rank_stopped(int rank, int sig) noexcept {
     if (sig == 0) {
       store_->delete_key(key);
     } else {
-      store_->set(key, fmt::format("stopped by signal {} ({})", sig, describe_signal(sig)));
+      store_->set(key, fmt::format("stopped by signal {} {}", sig, describe_signal(sig)));
     }
   } catch (const std::exception&) {
   }

@@ -52,7 +52,7 @@ void Supervisor::blame_stalled(State& s) {
     const RankGroup::Rank& r = ranks[i];
     if (!r.running || r.stop_signal == 0) continue;
     RankExit e = r.exit;
-    e.stalled = fmt::format("stopped by signal {} ({}) {} before the first failure and never resumed; its peers "
+    e.stalled = fmt::format("stopped by signal {} {} {} before the first failure and never resumed; its peers "
                             "timed out waiting for it",
                             r.stop_signal, describe_signal(r.stop_signal),
                             format_duration(std::chrono::duration_cast<Duration>(Clock::now() - r.stopped_at)));
