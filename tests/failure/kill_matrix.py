@@ -5,6 +5,7 @@ what every survivor and dcomm-run say.
 usage: kill_matrix.py DCOMM_RUN MP_KILL_POINT CASE
   kill_<transport>_<n>   a bounded loop of kills at moments from startup to mid-loop, each a different rank
   stop_<transport>_<n>   one rank stops (SIGSTOP) mid-loop; timeout 8 s
+  sleep_<transport>_<n>  one rank stays in user code (sleeps) between two calls; timeout 4 s
        kill_matrix.py DCOMM_RUN MP_KILL_POINT matrix RUNS   (scripts/kill-matrix.sh: the larger matrix)
 Checks for a kill: every survivor fails (not DONE, not WRONG) within 3 s of the kill, its error names the victim
 and blames no survivor, dcomm-run's summary puts the victim first, and no /dev/shm segment of the run is left.
@@ -134,12 +135,39 @@ def check_stop(transport, n, victim):
     return problems, out
 
 
+def check_sleep(transport, n, victim):
+    """A rank alive but in user code: the report says where it is, and every survivor blames it."""
+    timeout_s = 4.0
+    r, _ = launch(transport, n, victim, 1.0, signal="SLEEP", timeout_s=timeout_s)
+    out = r.stdout + r.stderr
+    problems = []
+    found = survivors_of(r.stdout)
+    for s in range(n):
+        if s == victim:
+            continue
+        if s not in found:
+            problems.append(f"rank {s} reported no error")
+            continue
+        _, call_s, code, text = found[s]
+        if code != "Timeout" or not (timeout_s * 0.95 <= call_s <= timeout_s * 1.05):
+            problems.append(f"rank {s}: [{code}] after {call_s:.2f} s, not a timeout within 5% of {timeout_s} s")
+        if first_culprit(text) != victim:
+            problems.append(f"rank {s} does not blame rank {victim} first: {text}")
+    if not re.search(rf"flight recorder: .*rank {victim} last finished all_reduce #\d+ and is in user code", out):
+        problems.append(f"no flight-recorder report says rank {victim} is in user code")
+    if problems:
+        problems.insert(0, f"--- sleep {transport} n={n} victim={victim} (exit {r.returncode}):\n{out}")
+    return problems
+
+
 def kill_case(transport, n):
     problems = []
     slowest = 0.0
     # A bounded loop: every moment once, the victim cycling through first, middle and last ranks.
-    for i, after in enumerate(KILL_MOMENTS):
+    rng = random.Random()
+    for i, moment in enumerate(KILL_MOMENTS):
         victim = [0, n // 2, n - 1][i % 3]
+        after = round(moment * rng.uniform(0.8, 1.2), 3)  # a random moment near each phase; failures print it
         p, s = check_kill(transport, n, victim, after)
         problems += p
         slowest = max(slowest, s)
@@ -180,7 +208,12 @@ if __name__ == "__main__":
     if CASE == "matrix":
         sys.exit(matrix(int(sys.argv[4])))
     kind, transport, n = CASE.split("_")
-    problems = kill_case(transport, int(n)) if kind == "kill" else check_stop(transport, int(n), int(n) // 2)[0]
+    if kind == "kill":
+        problems = kill_case(transport, int(n))
+    elif kind == "stop":
+        problems = check_stop(transport, int(n), int(n) // 2)[0]
+    else:
+        problems = check_sleep(transport, int(n), int(n) - 1)
     if problems:
         print("\n".join(problems))
         print(f"{CASE}: FAILED")
