@@ -92,7 +92,6 @@ nlohmann::json FlightRecorder::to_json(Clock::time_point now) const {
 std::shared_ptr<FlightRecorder> FlightRecorders::add(uint32_t context, std::vector<int> world_ranks) {
   auto r = std::make_shared<FlightRecorder>(context, std::move(world_ranks));
   std::lock_guard<std::mutex> lock(mu_);
-  std::erase_if(groups_, [](const auto& w) { return w.expired(); });
   groups_.push_back(r);
   return r;
 }
@@ -102,9 +101,7 @@ nlohmann::json FlightRecorders::dump(int rank, int world_size) const {
   nlohmann::json groups = nlohmann::json::array();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& w : groups_) {
-      if (auto g = w.lock()) groups.push_back(g->to_json(now));
-    }
+    for (const auto& g : groups_) groups.push_back(g->to_json(now));
   }
   auto wall = std::chrono::floor<std::chrono::milliseconds>(std::chrono::system_clock::now());
   return {{"rank", rank},         {"world_size", world_size},       {"pid", static_cast<int>(::getpid())},

@@ -65,7 +65,8 @@ class FlightRecorder {
   std::atomic<const char*> algorithm_{nullptr};
 };
 
-/// Every group recorder of one process's world, for dumps.
+/// Every group recorder of one process's world, for dumps. It keeps them for the world's life, so a dump at exit
+/// still shows groups already destroyed (a recorder is a few KiB).
 class FlightRecorders {
  public:
   std::shared_ptr<FlightRecorder> add(uint32_t context, std::vector<int> world_ranks);
@@ -74,7 +75,7 @@ class FlightRecorders {
 
  private:
   mutable std::mutex mu_;
-  std::vector<std::weak_ptr<FlightRecorder>> groups_;
+  std::vector<std::shared_ptr<FlightRecorder>> groups_;
 };
 
 /// A dump as people read it (one line per group, then one per entry).

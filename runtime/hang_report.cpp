@@ -17,8 +17,9 @@ constexpr const char* kRequestKey = "fr/request";
 constexpr const char* kReportKey = "fr/report";
 /// How often a responder looks for a request, and how long the asker waits for the answers: short, because the
 /// asker's timeout must still hold within a few percent.
-constexpr Duration kPollInterval = std::chrono::milliseconds(100);
-constexpr Duration kGatherTime = std::chrono::milliseconds(300);
+/// The asker's error comes at most kGatherTime after its timeout (2.5% of a 10 s timeout).
+constexpr Duration kPollInterval = std::chrono::milliseconds(50);
+constexpr Duration kGatherTime = std::chrono::milliseconds(250);
 constexpr Duration kGatherPoll = std::chrono::milliseconds(10);
 
 std::string dump_key(int64_t request, int rank) { return fmt::format("fr/{}/{}", request, rank); }

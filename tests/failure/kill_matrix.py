@@ -5,7 +5,7 @@ what every survivor and dcomm-run say.
 usage: kill_matrix.py DCOMM_RUN MP_KILL_POINT CASE
   kill_<transport>_<n>   a bounded loop of kills at moments from startup to mid-loop, each a different rank
   stop_<transport>_<n>   one rank stops (SIGSTOP) mid-loop; timeout 8 s
-  sleep_<transport>_<n>  one rank stays in user code (sleeps) between two calls; timeout 4 s
+  sleep_<transport>_<n>  one rank stays in user code (sleeps) between two calls; timeout 8 s
        kill_matrix.py DCOMM_RUN MP_KILL_POINT matrix RUNS   (scripts/kill-matrix.sh: the larger matrix)
 Checks for a kill: every survivor fails (not DONE, not WRONG) within 3 s of the kill, its error names the victim
 and blames no survivor, dcomm-run's summary puts the victim first, and no /dev/shm segment of the run is left.
@@ -32,9 +32,9 @@ def shm_entries():
         return set()
 
 
-def launch(transport, n, victim, after, signal="KILL", timeout_s=30):
-    env = dict(os.environ, DCOMM_TRANSPORT=transport, KILL_RANK=str(victim), KILL_AFTER_S=str(after),
-               KILL_SIGNAL=signal, DCOMM_TIMEOUT_S=str(timeout_s), LOOP_S=str(after + 6 + (timeout_s if signal == "STOP" else 0)),
+def launch(transport, n, victim, after, signal="KILL", timeout_s=30, extra_env=None):
+    env = dict(os.environ, **(extra_env or {}), DCOMM_TRANSPORT=transport, KILL_RANK=str(victim), KILL_AFTER_S=str(after),
+               KILL_SIGNAL=signal, DCOMM_TIMEOUT_S=str(timeout_s), LOOP_S=str(after + 6 + (timeout_s if signal != "KILL" else 0)),
                UCX_TLS="tcp,self")
     args = [DCOMM_RUN, "--standalone", "--nproc-per-node", str(n), "--grace-period", "3", "--", PROG]
     t0 = time.monotonic()
@@ -76,6 +76,7 @@ def check_kill(transport, n, victim, after):
     out = r.stdout + r.stderr
     problems = []
     pids = [int(p) for p in re.findall(r"PID rank \d+ pid (\d+)", r.stdout)]
+    runs = set(re.findall(r"PID rank \d+ pid \d+ run (\w+)", r.stdout))
     m = re.search(rf"VICTIM rank {victim} signal KILL at ([0-9.]+)", r.stdout)
     slowest = 0.0
     if not m:
@@ -102,7 +103,9 @@ def check_kill(transport, n, victim, after):
         problems.append("a rank returned a wrong result")
     if not re.search(rf"dcomm-run:   \[1\] rank {victim} \(", r.stderr):
         problems.append(f"dcomm-run's summary does not put rank {victim} first")
-    leaked = [e for e in shm_entries() - before if any(f"-{p}-" in e or e.endswith(f"-{p}") for p in pids)]
+    # This run's segments: the shm transport's carry the run id, the collectives' windows their owner's pid.
+    leaked = [e for e in shm_entries() - before
+              if any(e.startswith(f"dcomm-{run}-") for run in runs) or any(e.startswith(f"dcomm-coll-{p}-") for p in pids)]
     if leaked:
         problems.append(f"left in /dev/shm: {leaked}")
     if problems:
@@ -137,8 +140,9 @@ def check_stop(transport, n, victim):
 
 def check_sleep(transport, n, victim):
     """A rank alive but in user code: the report says where it is, and every survivor blames it."""
-    timeout_s = 4.0
-    r, _ = launch(transport, n, victim, 1.0, signal="SLEEP", timeout_s=timeout_s)
+    timeout_s = STOP_TIMEOUT_S
+    r, _ = launch(transport, n, victim, 1.0, signal="SLEEP", timeout_s=timeout_s,
+                  extra_env={"DCOMM_FLIGHT_RECORDER_DUMP": "stderr"})
     out = r.stdout + r.stderr
     problems = []
     found = survivors_of(r.stdout)
@@ -153,8 +157,15 @@ def check_sleep(transport, n, victim):
             problems.append(f"rank {s}: [{code}] after {call_s:.2f} s, not a timeout within 5% of {timeout_s} s")
         if first_culprit(text) != victim:
             problems.append(f"rank {s} does not blame rank {victim} first: {text}")
+    if not re.search(rf"dcomm-run:   \[1\] rank {victim} \(.*held up all_reduce #\d+", r.stderr):
+        problems.append(f"dcomm-run's summary does not put rank {victim}, which held up the call, first")
     if not re.search(rf"flight recorder: .*rank {victim} last finished all_reduce #\d+ and is in user code", out):
         problems.append(f"no flight-recorder report says rank {victim} is in user code")
+    # DCOMM_FLIGHT_RECORDER_DUMP=stderr: each survivor dumps its recorder at exit.
+    for s in range(n):
+        if s != victim and not (re.search(rf"\[rank {s}\]: dcomm flight recorder: rank {s}/{n} ", r.stderr) and
+                                re.search(rf"\[rank {s}\]:     #\d+ all_reduce\[\w+\] float32 x \d+", r.stderr)):
+            problems.append(f"rank {s} wrote no flight-recorder dump at exit")
     if problems:
         problems.insert(0, f"--- sleep {transport} n={n} victim={victim} (exit {r.returncode}):\n{out}")
     return problems

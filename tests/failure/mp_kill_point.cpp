@@ -4,7 +4,7 @@
 //   env: KILL_RANK (the victim), KILL_AFTER_S (seconds after main() entry), KILL_SIGNAL (KILL, STOP, or SLEEP:
 //        the victim's main thread sleeps LOOP_S seconds between two calls: alive, but in user code),
 //        LOOP_S (how long the survivors' loop may run; they stop early only by failing)
-//   prints: "PID rank R pid P", "VICTIM rank R signal S at T", "SURVIVOR rank R at T call_s C: [Code] message"
+//   prints: "PID rank R pid P run ID", "VICTIM rank R signal S at T", "SURVIVOR rank R at T call_s C: [Code] message"
 //   (T: seconds since the epoch; C: how long the failing call had run), "DONE rank R" when the loop ran out.
 
 #include <unistd.h>
@@ -39,7 +39,8 @@ int main() {
   const std::string how = std::getenv("KILL_SIGNAL") != nullptr ? std::getenv("KILL_SIGNAL") : "KILL";
   const bool stop = how == "STOP";
   const double main_start = now_s();
-  std::printf("PID rank %d pid %d\n", rank, static_cast<int>(::getpid()));
+  const char* run_id = std::getenv("DCOMM_RUN_ID");
+  std::printf("PID rank %d pid %d run %s\n", rank, static_cast<int>(::getpid()), run_id != nullptr ? run_id : "-");
   std::fflush(stdout);
   if (rank == victim && how != "SLEEP") {
     std::thread([after, rank, stop] {

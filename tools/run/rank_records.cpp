@@ -63,6 +63,13 @@ std::optional<std::string> RankRecords::flight_report() noexcept {
   }
 }
 
+std::optional<std::pair<int, std::string>> RankRecords::hang_culprit() noexcept {
+  if (!store_) return std::nullopt;
+  auto root = rdzv::read_failure(*store_);
+  if (!root || !root->timeout) return std::nullopt;
+  return std::make_pair(root->rank, fmt::format("{} (seen by {})", root->what, root->reporter));
+}
+
 std::vector<std::string> remove_leftover_segments(const std::string& run_id, const std::vector<int>& pids) noexcept {
   std::vector<std::string> removed;
   try {

@@ -31,6 +31,8 @@ class RankRecords {
   void rank_stopped(int rank, int sig) noexcept;
   /// The flight recorder's report of this round, if a rank wrote one.
   std::optional<std::string> flight_report() noexcept;
+  /// The rank a flight recorder found holding up a call that timed out ("held up all_reduce #42 ..."), if any.
+  std::optional<std::pair<int, std::string>> hang_culprit() noexcept;
 
  private:
   std::shared_ptr<Store> store_;

@@ -61,6 +61,18 @@ void Supervisor::blame_stalled(State& s) {
   }
 }
 
+void Supervisor::blame_hang_culprit(State& s) {
+  auto culprit = s.records.hang_culprit();
+  if (!culprit || s.result.failures.empty() || !s.result.failures.front().stalled.empty()) return;
+  auto it = std::find_if(s.result.stopped.begin(), s.result.stopped.end(),
+                         [&](const RankExit& e) { return e.rank == culprit->first; });
+  if (it == s.result.stopped.end()) return;
+  RankExit e = *it;
+  e.stalled = culprit->second;
+  s.result.stopped.erase(it);
+  s.result.failures.insert(s.result.failures.begin(), e);
+}
+
 void Supervisor::handle_stops(State& s) {
   for (std::size_t i : s.group.poll_stops()) {
     const RankGroup::Rank& r = s.group.ranks()[i];
@@ -211,7 +223,10 @@ RoundResult Supervisor::run_round(const RoundInfo& round) {
   s.group.close_output();
   if (s.stopping) s.group.signal_all(SIGKILL, false);  // grandchildren left in the ranks' groups
   s.group.release();
-  if (!s.result.failures.empty()) s.result.flight_report = s.records.flight_report().value_or("");
+  if (!s.result.failures.empty()) {
+    s.result.flight_report = s.records.flight_report().value_or("");
+    blame_hang_culprit(s);
+  }
   // A rank killed while it set up its shared memory leaves its segment behind; nothing of the run may stay.
   std::vector<int> pids;
   for (const auto& r : s.group.ranks()) pids.push_back(r.exit.pid);

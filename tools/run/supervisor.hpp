@@ -55,6 +55,9 @@ class Supervisor {
   void handle_stops(State& s);
   /// At the round's first failure: the ranks stopped by a signal since before it, as root causes.
   void blame_stalled(State& s);
+  /// After a failed round: a local rank that a flight recorder found holding up a timed-out call (alive, in user
+  /// code, so dcomm-run stopped it) leads the summary instead of the first rank that timed out.
+  void blame_hang_culprit(State& s);
 
   const LaunchOptions& options_;
   SignalWatcher& signals_;
