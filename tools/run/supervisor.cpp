@@ -64,12 +64,14 @@ void Supervisor::blame_stalled(State& s) {
 void Supervisor::blame_hang_culprit(State& s) {
   auto culprit = s.records.hang_culprit();
   if (!culprit || s.result.failures.empty() || !s.result.failures.front().stalled.empty()) return;
-  auto it = std::find_if(s.result.stopped.begin(), s.result.stopped.end(),
-                         [&](const RankExit& e) { return e.rank == culprit->first; });
-  if (it == s.result.stopped.end()) return;
-  RankExit e = *it;
+  const auto& ranks = s.group.ranks();
+  auto local = std::find_if(ranks.begin(), ranks.end(), [&](const auto& r) { return r.exit.rank == culprit->first; });
+  if (local == ranks.end()) return;  // another node's rank: its launcher says so
+  // Whether dcomm-run stopped it or it ended on its own after the failure, it is the cause, listed once.
+  std::erase_if(s.result.stopped, [&](const RankExit& e) { return e.rank == culprit->first; });
+  std::erase_if(s.result.failures, [&](const RankExit& e) { return e.rank == culprit->first; });
+  RankExit e = local->exit;
   e.stalled = culprit->second;
-  s.result.stopped.erase(it);
   s.result.failures.insert(s.result.failures.begin(), e);
 }
 
