@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <random>
+#include <thread>
 
 #include "common/env.hpp"
 #include "common/log.hpp"
@@ -116,6 +117,24 @@ std::vector<Transport*> choose_device_routes(const std::vector<std::unique_ptr<T
   return route;
 }
 
+// Setup failed with `error`; when another rank failed first (rendezvous/failure_record.hpp), the error it led to
+// here (a refused UCX endpoint, a segment gone, a survivor that left) is told after that rank. The record may
+// come a moment after the symptom (dcomm-run reaps the dead rank within milliseconds), so it is waited for
+// briefly: this rank is failing anyway, and naming the right rank is worth a fraction of a second.
+std::string blame_setup_failure(Store* failures, int self, const std::string& error) {
+  constexpr auto kWaitForRecord = std::chrono::milliseconds(500);
+  if (failures == nullptr || error.find("failed first") != std::string::npos) return {};
+  Deadline deadline = Deadline::after(kWaitForRecord);
+  for (;;) {
+    auto root = rdzv::read_failure(*failures);
+    if (root && root->rank != self) {
+      return fmt::format("rank {} failed first: {}; this rank then saw: {}", root->rank, root->describe(), error);
+    }
+    if (deadline.expired()) return {};
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
 }  // namespace
 
 std::shared_ptr<Mesh> Mesh::create(std::shared_ptr<Store> store, const PeerInfo& self, int world_size,
@@ -194,7 +213,20 @@ std::shared_ptr<Mesh> Mesh::create(std::shared_ptr<Store> store, const PeerInfo&
     }
     return std::make_shared<MeshImpl>(std::move(infos), self.rank, std::move(transports), std::move(route),
                                       options, std::move(device_route));
+  } catch (const Error& e) {
+    // The world failed: close without waiting on peers (a UCX endpoint whose connect failed must not be flushed).
+    for (auto& t : transports) {
+      if (t) t->abandon();
+    }
+    close_all();
+    if (e.code() == ErrorCode::kInvalidUsage) throw;
+    std::string blamed = blame_setup_failure(options.failure_store.get(), self.rank, e.what());
+    if (blamed.empty()) throw;
+    std::rethrow_exception(make_error(e.code() == ErrorCode::kTimeout ? e.code() : ErrorCode::kRemoteError, blamed));
   } catch (...) {
+    for (auto& t : transports) {
+      if (t) t->abandon();
+    }
     close_all();
     throw;
   }

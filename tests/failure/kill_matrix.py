@@ -105,7 +105,8 @@ def check_kill(transport, n, victim, after):
         problems.append(f"dcomm-run's summary does not put rank {victim} first")
     # This run's segments: the shm transport's carry the run id, the collectives' windows their owner's pid.
     leaked = [e for e in shm_entries() - before
-              if any(e.startswith(f"dcomm-{run}-") for run in runs) or any(e.startswith(f"dcomm-coll-{p}-") for p in pids)]
+              if any(e.startswith(f"dcomm-{run}-") for run in runs)
+              or any(e.startswith(f"dcomm-coll-{p}-") or e.startswith(f"dcomm-{p}-") for p in pids)]
     if leaked:
         problems.append(f"left in /dev/shm: {leaked}")
     if problems:
