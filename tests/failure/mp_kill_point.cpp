@@ -7,6 +7,8 @@
 //   prints: "PID rank R pid P run ID", "VICTIM rank R signal S at T", "SURVIVOR rank R at T call_s C: [Code] message"
 //   (T: seconds since the epoch; C: how long the failing call had run), "DONE rank R" when the loop ran out.
 
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -42,6 +44,13 @@ int main() {
   const char* run_id = std::getenv("DCOMM_RUN_ID");
   std::printf("PID rank %d pid %d run %s\n", rank, static_cast<int>(::getpid()), run_id != nullptr ? run_id : "-");
   std::fflush(stdout);
+  if (rank == victim && how == "KILL" && run_id != nullptr) {
+    // What a rank killed while it sets up shared memory leaves: a segment of the run's name. dcomm-run must remove
+    // it (the transport's own segments are unlinked once mapped; this one stands for the window before).
+    int fd = ::shm_open(("/dcomm-" + std::string(run_id) + "-leftover-" + std::to_string(rank)).c_str(),
+                        O_CREAT | O_RDWR, 0600);
+    if (fd >= 0) ::close(fd);
+  }
   if (rank == victim && how != "SLEEP") {
     std::thread([after, rank, stop] {
       std::this_thread::sleep_for(std::chrono::duration<double>(after));
