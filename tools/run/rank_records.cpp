@@ -30,6 +30,36 @@ RankRecords::RankRecords(std::shared_ptr<Store> store, const RoundInfo& round) {
 
 void RankRecords::rank_failed(const RankExit& e) noexcept {
   if (!store_ || e.rank < 0 || e.stopped) return;
+  if (e.signaled) {
+    publish(e);
+  } else {
+    pending_.emplace_back(Clock::now() + kExitCodeDelay, e);
+  }
+}
+
+void RankRecords::flush_pending() noexcept {
+  auto now = Clock::now();
+  std::erase_if(pending_, [&](const auto& p) {
+    if (p.first > now) return false;
+    publish(p.second);
+    return true;
+  });
+}
+
+Clock::time_point RankRecords::next_pending() const noexcept {
+  Clock::time_point next = Clock::time_point::max();
+  for (const auto& p : pending_) next = std::min(next, p.first);
+  return next;
+}
+
+std::optional<int> RankRecords::root_rank() noexcept {
+  if (!store_) return std::nullopt;
+  auto root = rdzv::read_failure(*store_);
+  if (!root) return std::nullopt;
+  return root->rank;
+}
+
+void RankRecords::publish(const RankExit& e) noexcept {
   rdzv::FailureRecord r;
   r.rank = e.rank;
   r.pid = e.pid;

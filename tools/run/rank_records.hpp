@@ -15,6 +15,7 @@
 
 #include <dcomm/store.hpp>
 
+#include "common/deadline.hpp"
 #include "tools/run/rank_env.hpp"
 #include "tools/run/summary.hpp"
 
@@ -25,8 +26,19 @@ class RankRecords {
   /// `store`: an unprefixed client of the ranks' store, or null (then every call does nothing).
   RankRecords(std::shared_ptr<Store> store, const RoundInfo& round);
 
-  /// Records `e` (a rank that failed on its own, not one dcomm-run stopped) as the root cause if none is yet.
+  /// How long a rank that exited with an error code waits before it is recorded: it most likely exited because
+  /// a peer died, and that peer (killed by a signal) may become a zombie a moment later than it.
+  static constexpr Duration kExitCodeDelay = std::chrono::milliseconds(200);
+
+  /// Records `e` (a rank that failed on its own, not one dcomm-run stopped) as the root cause if none is yet: a
+  /// death by signal at once, an error exit after kExitCodeDelay (flush_pending()).
   void rank_failed(const RankExit& e) noexcept;
+  /// Records the error exits whose delay has passed. Call it from the supervision loop.
+  void flush_pending() noexcept;
+  /// When flush_pending() has something to do next (time_point::max(): nothing pending).
+  Clock::time_point next_pending() const noexcept;
+  /// The rank recorded as the root cause, if any.
+  std::optional<int> root_rank() noexcept;
   /// Marks rank `rank` stopped by `sig` (or no longer: sig 0).
   void rank_stopped(int rank, int sig) noexcept;
   /// The flight recorder's report of this round, if a rank wrote one.
@@ -35,7 +47,10 @@ class RankRecords {
   std::optional<std::pair<int, std::string>> hang_culprit() noexcept;
 
  private:
+  void publish(const RankExit& e) noexcept;
+
   std::shared_ptr<Store> store_;
+  std::vector<std::pair<Clock::time_point, RankExit>> pending_;
 };
 
 /// An unprefixed client of the store at addr:port, or null when it cannot be reached within a few seconds.

@@ -75,6 +75,14 @@ void Supervisor::blame_hang_culprit(State& s) {
   s.result.failures.insert(s.result.failures.begin(), e);
 }
 
+void Supervisor::put_recorded_root_first(State& s) {
+  auto root = s.records.root_rank();
+  if (!root || s.result.failures.empty() || !s.result.failures.front().stalled.empty()) return;
+  auto it = std::find_if(s.result.failures.begin(), s.result.failures.end(),
+                         [&](const RankExit& e) { return e.rank == *root; });
+  if (it != s.result.failures.end()) std::rotate(s.result.failures.begin(), it, it + 1);
+}
+
 void Supervisor::handle_stops(State& s) {
   for (std::size_t i : s.group.poll_stops()) {
     const RankGroup::Rank& r = s.group.ranks()[i];
@@ -176,6 +184,7 @@ RoundResult Supervisor::run_round(const RoundInfo& round) {
     handle_signals(s);
     handle_stops(s);
     handle_exits(s);
+    s.records.flush_pending();
     poll_link(s);
     if (!s.stopping && Clock::now() >= s.term_at) begin_stop(s, SIGTERM);
     // After the grace period, SIGKILL also reaches grandchildren that outlived their rank and hold its pipes.
@@ -215,6 +224,7 @@ RoundResult Supervisor::run_round(const RoundInfo& round) {
     if (s.stopping && !s.killed) until(s.kill_at);
     if (!s.stopping && s.term_at != Clock::time_point::max()) until(s.term_at);
     if (!s.group.any_running()) until(s.drain_until);
+    if (s.records.next_pending() != Clock::time_point::max()) until(s.records.next_pending());
     ::poll(fds.data(), fds.size(), static_cast<int>(std::max(wait, Duration(0)).count()));
     // One read per pipe per pass, so a chatty rank cannot starve the others.
     for (auto& r : s.group.ranks()) {
@@ -226,7 +236,9 @@ RoundResult Supervisor::run_round(const RoundInfo& round) {
   if (s.stopping) s.group.signal_all(SIGKILL, false);  // grandchildren left in the ranks' groups
   s.group.release();
   if (!s.result.failures.empty()) {
+    s.records.flush_pending();
     s.result.flight_report = s.records.flight_report().value_or("");
+    put_recorded_root_first(s);
     blame_hang_culprit(s);
   }
   // A rank killed while it set up its shared memory leaves its segment behind; nothing of the run may stay.

@@ -58,6 +58,9 @@ class Supervisor {
   /// After a failed round: a local rank that a flight recorder found holding up a timed-out call (alive, in user
   /// code, so dcomm-run stopped it) leads the summary instead of the first rank that timed out.
   void blame_hang_culprit(State& s);
+  /// After a failed round: the rank recorded as the root cause (rank_records.hpp) leads the failures, so the
+  /// summary agrees with what the ranks said (a survivor may exit, and be reaped, before the rank that died).
+  void put_recorded_root_first(State& s);
 
   const LaunchOptions& options_;
   SignalWatcher& signals_;
