@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 
@@ -147,6 +148,7 @@ std::string report_hang(Store& store, const FlightRecorders& recorders, const Fl
       if (!keys.empty()) std::this_thread::sleep_for(kGatherPoll);
     }
     std::vector<int> in_call;
+    std::vector<std::pair<std::string, std::vector<int>>> other_calls;  // another call of the group, and its ranks
     std::vector<std::string> elsewhere;
     // The rank that holds up the call, by how sure the report is: one known stopped or dead, else one silent,
     // else one in user code, else one in another call.
@@ -182,8 +184,15 @@ std::string report_hang(Store& store, const FlightRecorders& recorders, const Fl
       if (newest == nullptr) {
         what = "has run no collective in this group";
       } else if (g->value("in_call", false)) {
-        what = fmt::format("is in {} for {:.1f} s", call_name(*newest), newest->value("duration_s", 0.0));
-        order = 3;
+        // Grouped by call below: "ranks 0, 2 are in all_reduce #43 for 8.0 s".
+        std::string other = fmt::format("{} for {:.1f} s", call_name(*newest), newest->value("duration_s", 0.0));
+        auto same = std::find_if(other_calls.begin(), other_calls.end(), [&](const auto& c) {
+          return c.first.substr(0, c.first.find(" for ")) == other.substr(0, other.find(" for "));
+        });
+        if (same == other_calls.end()) other_calls.emplace_back(other, std::vector<int>{r});
+        else same->second.push_back(r);
+        suspect(r, 3, "is in " + other);
+        continue;
       } else {
         what = fmt::format("last finished {} and is in user code for {:.1f} s", call_name(*newest),
                            g->value("idle_s", 0.0));
@@ -192,10 +201,12 @@ std::string report_hang(Store& store, const FlightRecorders& recorders, const Fl
       suspect(r, order, what);
     }
     std::string report;
-    if (!in_call.empty()) {
-      report = fmt::format("rank{} {} {} in {}", in_call.size() == 1 ? "" : "s", join_ranks(in_call),
-                           in_call.size() == 1 ? "is" : "are", call);
-    }
+    auto in = [](const std::vector<int>& ranks, const std::string& where) {
+      return fmt::format("rank{} {} {} in {}", ranks.size() == 1 ? "" : "s", join_ranks(ranks),
+                         ranks.size() == 1 ? "is" : "are", where);
+    };
+    if (!in_call.empty()) report = in(in_call, call);
+    for (const auto& [where, ranks] : other_calls) report += (report.empty() ? "" : "; ") + in(ranks, where);
     for (const auto& e : elsewhere) report += (report.empty() ? "" : "; ") + e;
     if (culprit < 0) {
       report += "; every rank is in this call: none is missing (a transport stalled, or the calls differ)";
