@@ -22,6 +22,8 @@ constexpr const char* kDefaultMasterAddr = "127.0.0.1";
 constexpr int kDefaultMasterPort = 29500;
 constexpr auto kDefaultTimeout = std::chrono::seconds(300);
 constexpr const char* kFailedKey = "rdzv/failed";
+// The failure store's bound on any call: it is read from wait loops, which must stay responsive.
+constexpr auto kFailureStoreTimeout = std::chrono::seconds(5);
 
 struct Master {
   std::string addr;
@@ -145,9 +147,19 @@ Bootstrap bootstrap(const InitOptions& options) {
   std::string prefix = fmt::format("{}/{}/", run_id, restart);
 
   std::shared_ptr<Store> base = options.store;
+  std::shared_ptr<Store> failures = options.store;
   if (!base) {
     try {
-      base = open_tcp_store(resolve_master(options), declared.rank, b.timeout, &b.server);
+      Master master = resolve_master(options);
+      base = open_tcp_store(master, declared.rank, b.timeout, &b.server);
+      // A connection of its own: liveness checks and the flight recorder's thread must never queue behind a
+      // caller's blocking get on the shared one. Only a store that cannot stop answering (dcomm-run's, or this
+      // process's) is read from wait loops.
+      if (b.server || env::get_bool("DCOMM_STORE_HOSTED", false)) {
+        TcpStoreOptions opts;
+        opts.timeout = kFailureStoreTimeout;
+        failures = connect_tcp_store(master.addr, master.port, opts);
+      }
     } catch (const Error& e) {
       // This process's own mistake explains more than the store it then could not reach.
       if (own_error.empty()) throw;
@@ -155,10 +167,11 @@ Bootstrap bootstrap(const InitOptions& options) {
     }
   }
   b.store = make_prefix_store(prefix, base);
+  if (failures) b.failure_store = make_prefix_store(prefix, failures);
 
   Joined joined;
   try {
-    joined = join_world(declared, own_error, *b.store, b.timeout);
+    joined = join_world(declared, own_error, *b.store, b.timeout, FailureWatch{b.failure_store.get(), declared.rank});
   } catch (const Error&) {
     leave_failed_join(*b.store, b.server != nullptr, b.timeout);
     throw;

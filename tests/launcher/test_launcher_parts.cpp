@@ -202,3 +202,25 @@ TEST_CASE("a crash backtrace does not push the rank's own last lines out of the 
   CHECK_FALSE(StderrTail::is_backtrace_line("12  items at 0 cost"));
   CHECK_FALSE(StderrTail::is_backtrace_line("== step =="));
 }
+
+TEST_CASE("a rank stopped before the failure leads the summary, and the flight recorder's report follows") {
+  RankExit stalled;
+  stalled.rank = 1;
+  stalled.local_rank = 1;
+  stalled.node_rank = 0;
+  stalled.host = "vm";
+  stalled.pid = 7;
+  stalled.stalled = "stopped by signal 19 SIGSTOP (Stopped (signal)) 8.0 s before the first failure and never resumed";
+  RankExit timed_out = stalled;
+  timed_out.rank = 0;
+  timed_out.stalled.clear();
+  timed_out.code = 3;
+  CHECK(describe_failure_briefly(stalled).find("rank 1 stalled (stopped by signal 19") == 0);
+  CHECK(decode_exit(encode_exit(stalled)).stalled == stalled.stalled);
+  CHECK(format_failure_summary({stalled, timed_out}, {}, 2, "ranks 0 are in all_reduce #4; rank 1 holds up the call") ==
+        "dcomm-run: FAILED: 2 of 2 ranks failed; root cause first:\n"
+        "dcomm-run:   [1] rank 1 (local rank 1, node 0, host vm, pid 7): stopped by signal 19 SIGSTOP (Stopped "
+        "(signal)) 8.0 s before the first failure and never resumed\n"
+        "dcomm-run:   [2] rank 0 (local rank 1, node 0, host vm, pid 7): exit code 3\n"
+        "dcomm-run: flight recorder: ranks 0 are in all_reduce #4; rank 1 holds up the call\n");
+}

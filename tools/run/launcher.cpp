@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "tools/run/node_rendezvous.hpp"
+#include "tools/run/rank_records.hpp"
 #include "tools/run/supervisor.hpp"
 
 namespace dcomm::run {
@@ -94,7 +95,7 @@ int run_rounds(const LaunchOptions& options, Supervisor& supervisor, NodeRendezv
       if (link != nullptr) link->restart_barrier(restart);
       continue;
     }
-    std::string summary = format_failure_summary(r.failures, r.stopped, options.world_size());
+    std::string summary = format_failure_summary(r.failures, r.stopped, options.world_size(), r.flight_report);
     if (!r.link_error.empty()) summary += fmt::format("dcomm-run: the other nodes were not told: {}\n", r.link_error);
     std::fputs(summary.c_str(), stderr);
     return exit_code_for(r.failures.front());
@@ -133,7 +134,8 @@ int run_launcher(const LaunchOptions& options, SignalWatcher& signals) {
       round.run_id = link->join(round.run_id);
     }
     phase = "between rounds";
-    Supervisor supervisor(options, signals, link.get(), host);
+    // The ranks' store, unprefixed: dcomm-run records deaths there for the survivors (rank_records.hpp).
+    Supervisor supervisor(options, signals, link.get(), host, connect_rank_store(round.master_addr, round.master_port));
     rc = run_rounds(options, supervisor, link.get(), host, round);
     if (link != nullptr && rc != kExitLauncherError) link->finish(options.grace_period + kFinishBound);
   } catch (const Interrupted& i) {

@@ -91,6 +91,29 @@ std::vector<std::size_t> RankGroup::reap() {
   return found;
 }
 
+std::vector<std::size_t> RankGroup::poll_stops() {
+  std::vector<std::size_t> changed;
+  for (std::size_t i = 0; i < ranks_.size(); ++i) {
+    Rank& r = ranks_[i];
+    if (!r.running) continue;
+    // Without WNOWAIT: each stop and each continuation is reported once. WEXITED is not asked for, so an exit
+    // stays for reap().
+    siginfo_t info{};
+    if (::waitid(P_PID, static_cast<id_t>(r.exit.pid), &info, WSTOPPED | WCONTINUED | WNOHANG) != 0) continue;
+    if (info.si_pid == 0) continue;
+    if (info.si_code == CLD_STOPPED || info.si_code == CLD_TRAPPED) {
+      r.stop_signal = info.si_status;
+      r.stopped_at = Clock::now();
+    } else if (info.si_code == CLD_CONTINUED) {
+      r.stop_signal = 0;
+    } else {
+      continue;
+    }
+    changed.push_back(i);
+  }
+  return changed;
+}
+
 void RankGroup::release() {
   for (auto& r : ranks_) {
     if (r.running || r.reaped) continue;
