@@ -34,6 +34,7 @@ class EngineImpl final : public Engine {
   void run(const Args& args, const std::string& algorithm, const Deadline& deadline, uint64_t seq) override {
     validate_call(args, view_);
     const Algorithm& algo = selector_.choose(args, view_, algorithm);
+    if (args.chosen_algorithm != nullptr) args.chosen_algorithm->store(algo.name, std::memory_order_relaxed);
     PerAlgorithm& mine = per_algorithm_[algorithm_index(algo)];  // runs are serialised per group, so no lock
     if (mine.what.empty()) mine.what = fmt::format("{}[{}] rank {}/{}", to_string(args.coll), algo.name, view_.rank,
                                                    view_.size);

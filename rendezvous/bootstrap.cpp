@@ -7,6 +7,7 @@
 #include "common/log.hpp"
 #include "rendezvous/exchange.hpp"
 #include "rendezvous/identity.hpp"
+#include "rendezvous/job_port.hpp"
 
 #include <fmt/format.h>
 
@@ -21,10 +22,14 @@ constexpr const char* kDefaultMasterAddr = "127.0.0.1";
 constexpr int kDefaultMasterPort = 29500;
 constexpr auto kDefaultTimeout = std::chrono::seconds(300);
 constexpr const char* kFailedKey = "rdzv/failed";
+// The failure store's bound on any call: it is read from wait loops, which must stay responsive.
+constexpr auto kFailureStoreTimeout = std::chrono::seconds(5);
 
 struct Master {
   std::string addr;
   uint16_t port;
+  /// Under mpirun or Slurm with no port given: the job's own ports instead of the fixed default (job_port.hpp).
+  std::optional<JobPorts> job;
 };
 
 Master resolve_master(const InitOptions& o) {
@@ -38,6 +43,8 @@ Master resolve_master(const InitOptions& o) {
     if (env::first({"DCOMM_MASTER_PORT", "MASTER_PORT"}, &which)) {
       port = *env::get_int(which);
       origin = which;
+    } else if ((m.job = job_ports_from_environment())) {
+      port = m.job->ports.front();
     } else {
       port = kDefaultMasterPort;
     }
@@ -64,6 +71,8 @@ std::shared_ptr<Store> open_tcp_store(const Master& m, int rank, Duration timeou
   opts.timeout = timeout;
   if (env::get_bool("DCOMM_STORE_HOSTED", false)) {
     DCOMM_DEBUG("bootstrap: dcomm-run hosts the store at {}:{}", m.addr, m.port);
+  } else if (m.job && rank >= 0) {
+    return open_job_store(*m.job, m.addr, rank == 0, is_loopback(m.addr) ? m.addr : "0.0.0.0", opts, server);
   } else if (rank == 0) {
     *server = start_tcp_store_server(is_loopback(m.addr) ? m.addr : "0.0.0.0", m.port, opts);
   } else if (rank < 0) {
@@ -138,9 +147,19 @@ Bootstrap bootstrap(const InitOptions& options) {
   std::string prefix = fmt::format("{}/{}/", run_id, restart);
 
   std::shared_ptr<Store> base = options.store;
+  std::shared_ptr<Store> failures = options.store;
   if (!base) {
     try {
-      base = open_tcp_store(resolve_master(options), declared.rank, b.timeout, &b.server);
+      Master master = resolve_master(options);
+      base = open_tcp_store(master, declared.rank, b.timeout, &b.server);
+      // A connection of its own: liveness checks and the flight recorder's thread must never queue behind a
+      // caller's blocking get on the shared one. Only a store that cannot stop answering (dcomm-run's, or this
+      // process's) is read from wait loops.
+      if (b.server || env::get_bool("DCOMM_STORE_HOSTED", false)) {
+        TcpStoreOptions opts;
+        opts.timeout = kFailureStoreTimeout;
+        failures = connect_tcp_store(master.addr, master.port, opts);
+      }
     } catch (const Error& e) {
       // This process's own mistake explains more than the store it then could not reach.
       if (own_error.empty()) throw;
@@ -148,10 +167,11 @@ Bootstrap bootstrap(const InitOptions& options) {
     }
   }
   b.store = make_prefix_store(prefix, base);
+  if (failures) b.failure_store = make_prefix_store(prefix, failures);
 
   Joined joined;
   try {
-    joined = join_world(declared, own_error, *b.store, b.timeout);
+    joined = join_world(declared, own_error, *b.store, b.timeout, FailureWatch{b.failure_store.get(), declared.rank});
   } catch (const Error&) {
     leave_failed_join(*b.store, b.server != nullptr, b.timeout);
     throw;

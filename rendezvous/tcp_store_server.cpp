@@ -25,6 +25,25 @@ namespace {
 
 using rdzv::Fd;
 
+// What a failed bind means for the user, by errno: the usual two are a taken port and an address of another host.
+std::string listen_hint(int err, const std::string& host, uint16_t port) {
+  switch (err) {
+    case EADDRINUSE:
+      return fmt::format("port {} is in use (another dcomm-run or store?); choose another with MASTER_PORT "
+                         "(--master-port), or port 0 for a free one",
+                         port);
+    case EADDRNOTAVAIL:
+      return fmt::format("address not available: {} is not an address of this host; give one of this host's "
+                         "addresses (see `ip -brief addr`) as MASTER_ADDR (--master-addr), or check the host name "
+                         "resolves to this host",
+                         host);
+    case EACCES:
+      return fmt::format("permission denied: ports below 1024 need privileges; use a port above 1024 (not {})", port);
+    default:
+      return "check the address and port (MASTER_ADDR/MASTER_PORT, --master-addr/--master-port)";
+  }
+}
+
 Fd bind_listener(const std::string& host, uint16_t port) {
   std::string where = fmt::format("{}:{}", host.empty() ? "*" : host, port);
   std::string error;
@@ -46,9 +65,7 @@ Fd bind_listener(const std::string& host, uint16_t port) {
     }
     return fd;
   }
-  throw SystemError(fmt::format("TCP store server: cannot listen on {} (is another dcomm-run or store already using "
-                                "port {}? choose another with MASTER_PORT, or port 0 for a free one)",
-                                where, port),
+  throw SystemError(fmt::format("TCP store server: cannot listen on {}: {}", where, listen_hint(last_err, host, port)),
                     last_err);
 }
 

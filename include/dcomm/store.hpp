@@ -65,7 +65,7 @@ struct TcpStoreOptions {
   std::size_t max_key_bytes = 4096;                    ///< larger keys are refused by the server
   std::size_t max_value_bytes = 64u << 20;              ///< larger values are refused by the server
   /// Shared secret; empty means read DCOMM_STORE_SECRET from the environment (unset: no secret).
-  std::string secret;
+  std::string secret{};
 };
 
 /// The TCP store's server: one epoll event-loop thread serving every client. Port 0 picks a free port.

@@ -20,7 +20,10 @@ PROMPT_STOP_S = 30
 ENV_NAMES = ["RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK", "MASTER_ADDR",
              "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT", "DCOMM_RANK", "DCOMM_WORLD_SIZE", "DCOMM_LOCAL_RANK",
              "DCOMM_LOCAL_WORLD_SIZE", "DCOMM_NODE_RANK", "DCOMM_NODE_COUNT", "DCOMM_MASTER_ADDR",
-             "DCOMM_MASTER_PORT", "DCOMM_STORE_HOSTED", "DCOMM_RUN_ID", "DCOMM_RESTART_COUNT", "DCOMM_HOST_ID"]
+             "DCOMM_MASTER_PORT", "DCOMM_STORE_HOSTED", "DCOMM_RUN_ID", "DCOMM_RESTART_COUNT", "DCOMM_HOST_ID",
+             # torchrun's agent's variables
+             "TORCHELASTIC_RUN_ID", "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME",
+             "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_USE_AGENT_STORE"]
 
 
 class CaseFailed(Exception):
@@ -58,7 +61,8 @@ def parse_env(stdout, rank):
     return env
 
 
-def check_env(r, nproc, nnodes=1, node_rank=0, host_id=None, restart=0, ranks=None):
+def check_env(r, nproc, nnodes=1, node_rank=0, host_id=None, restart=0, ranks=None, max_restarts=0, role="default",
+              rdzv_id=None):
     """Checks every variable dcomm-run exports for the ranks of one node; returns the run id."""
     check(r.returncode == 0, "dcomm-run failed", r)
     world = nproc * nnodes
@@ -72,7 +76,10 @@ def check_env(r, nproc, nnodes=1, node_rank=0, host_id=None, restart=0, ranks=No
                   "DCOMM_RANK": rank, "DCOMM_WORLD_SIZE": world, "DCOMM_LOCAL_RANK": local,
                   "DCOMM_LOCAL_WORLD_SIZE": nproc, "DCOMM_NODE_RANK": node_rank, "DCOMM_NODE_COUNT": nnodes,
                   "DCOMM_STORE_HOSTED": 1, "DCOMM_RESTART_COUNT": restart,
-                  "DCOMM_HOST_ID": host_id if host_id is not None else "<unset>"}
+                  "DCOMM_HOST_ID": host_id if host_id is not None else "<unset>",
+                  "GROUP_WORLD_SIZE": nnodes, "ROLE_RANK": rank, "ROLE_WORLD_SIZE": world, "ROLE_NAME": role,
+                  "TORCHELASTIC_MAX_RESTARTS": max_restarts, "TORCHELASTIC_USE_AGENT_STORE": "True",
+                  "TORCHELASTIC_RUN_ID": rdzv_id if rdzv_id is not None else env["DCOMM_RUN_ID"]}
         for name, value in expect.items():
             check(env[name] == str(value), f"rank {rank}: {name}={env[name]}, expected {value}", r)
         check(env["MASTER_ADDR"] == env["DCOMM_MASTER_ADDR"] and env["MASTER_ADDR"], f"rank {rank}: addresses", r)
@@ -253,6 +260,13 @@ BAD_COMMAND_LINES = [
     ["--nproc-per-node", "1", "--max-restarts", "-1", "--", "true"],
     ["--nproc-per-node", "1", "--grace-period", "-2", "--", "true"],
     ["--nproc-per-node", "1", "--bogus", "--", "true"],
+    # torchrun's vocabulary: what dcomm-run refuses, with one line
+    ["--nproc-per-node", "1", "--rdzv-backend", "etcd", "--", "true"],
+    ["--nproc-per-node", "1", "--nnodes", "1:4", "--", "true"],
+    ["--nproc-per-node", "tpu", "--", "true"],
+    ["--nproc-per-node", "1", "--rdzv-conf", "nokey", "--", "true"],
+    ["--nproc-per-node", "1", "--tee", "7", "--", "true"],
+    ["--nproc-per-node", "1", "--monitor-interval", "-1", "--", "true"],
 ]
 
 
@@ -408,6 +422,8 @@ def run_case_from_argv(module_globals, program_var, doc):
         print(doc, file=sys.stderr)
         return 2
     module_globals["DCOMM_RUN"], module_globals[program_var], case = sys.argv[1], sys.argv[2], sys.argv[3]
+    # The helpers here (run, start_nodes, ...) read this module's globals when another driver imports them.
+    globals()["DCOMM_RUN"], globals()["PROBE"] = sys.argv[1], sys.argv[2]
     fn = module_globals.get("case_" + case)
     if fn is None:
         print(f"no case {case}", file=sys.stderr)

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "tools/run/node_rendezvous.hpp"
+#include "tools/run/rank_records.hpp"
 #include "tools/run/supervisor.hpp"
 
 namespace dcomm::run {
@@ -114,7 +115,7 @@ int run_rounds(const LaunchOptions& options, Supervisor& supervisor, NodeRendezv
       if (link != nullptr) link->restart_barrier(restart);
       continue;
     }
-    std::string summary = format_failure_summary(r.failures, r.stopped, options.world_size());
+    std::string summary = format_failure_summary(r.failures, r.stopped, options.world_size(), r.flight_report);
     if (!r.link_error.empty()) summary += fmt::format("dcomm-run: the other nodes were not told: {}\n", r.link_error);
     std::fputs(summary.c_str(), stderr);
     return exit_code_for(r.failures.front());
@@ -136,8 +137,8 @@ int run_launcher(const LaunchOptions& options, SignalWatcher& signals) {
     try {
       server = start_tcp_store_server(options.master_addr, static_cast<uint16_t>(options.master_port));
     } catch (const Error& e) {
-      throw UsageError(fmt::format("cannot host the store on {}:{}: {}", options.master_addr, options.master_port,
-                                   e.what()));
+      // e names the address and the port and says what to check.
+      throw UsageError(fmt::format("cannot host the store: {}", e.what()));
     }
     round.master_port = server->port();
   }
@@ -154,7 +155,8 @@ int run_launcher(const LaunchOptions& options, SignalWatcher& signals) {
       round.run_id = link->join(round.run_id);
     }
     phase = "between rounds";
-    Supervisor supervisor(options, signals, link.get(), host);
+    // The ranks' store, unprefixed: dcomm-run records deaths there for the survivors (rank_records.hpp).
+    Supervisor supervisor(options, signals, link.get(), host, connect_rank_store(round.master_addr, round.master_port));
     rc = run_rounds(options, supervisor, link.get(), host, round);
     if (link != nullptr && rc != kExitLauncherError) link->finish(options.grace_period + kFinishBound);
   } catch (const Interrupted& i) {

@@ -4,6 +4,9 @@
 
 #include <unordered_set>
 
+#include "tools/run/status_line.hpp"
+#include "tools/run/torch_env.hpp"
+
 extern char** environ;
 
 namespace dcomm::run {
@@ -51,6 +54,11 @@ std::vector<std::string> rank_variables(const LaunchOptions& o, const RoundInfo&
   std::vector<std::string> out;
   out.reserve(vars.size());
   for (const auto& [name, value] : vars) out.push_back(fmt::format("{}={}", name, value));
+  // A terminal sees progress bars through the launcher's status line (status_line.hpp).
+  out.push_back(fmt::format("DCOMM_RUN_TTY={}", StatusLine::enabled() ? 1 : 0));
+  for (const auto& [name, value] : torchelastic_variables(o, round, local_rank)) {
+    out.push_back(fmt::format("{}={}", name, value));
+  }
   return out;
 }
 
