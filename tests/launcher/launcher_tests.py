@@ -78,7 +78,7 @@ def check_env(r, nproc, nnodes=1, node_rank=0, host_id=None, restart=0, ranks=No
                   "DCOMM_STORE_HOSTED": 1, "DCOMM_RESTART_COUNT": restart,
                   "DCOMM_HOST_ID": host_id if host_id is not None else "<unset>",
                   "GROUP_WORLD_SIZE": nnodes, "ROLE_RANK": rank, "ROLE_WORLD_SIZE": world, "ROLE_NAME": role,
-                  "TORCHELASTIC_MAX_RESTARTS": max_restarts, "TORCHELASTIC_USE_AGENT_STORE": "True",
+                  "TORCHELASTIC_MAX_RESTARTS": max_restarts, "TORCHELASTIC_USE_AGENT_STORE": "False",
                   "TORCHELASTIC_RUN_ID": rdzv_id if rdzv_id is not None else env["DCOMM_RUN_ID"]}
         for name, value in expect.items():
             check(env[name] == str(value), f"rank {rank}: {name}={env[name]}, expected {value}", r)

@@ -106,7 +106,7 @@ TEST_CASE("each rank's variables, and merging them over the inherited environmen
                         "DCOMM_STORE_HOSTED=1", "DCOMM_RUN_ID=00112233aabbccdd", "DCOMM_RESTART_COUNT=2",
                         "TORCHELASTIC_RESTART_COUNT=2", "DCOMM_HOST_ID=hx", "TORCHELASTIC_RUN_ID=00112233aabbccdd",
                         "GROUP_WORLD_SIZE=3", "ROLE_RANK=7", "ROLE_WORLD_SIZE=9", "ROLE_NAME=default",
-                        "TORCHELASTIC_MAX_RESTARTS=0", "TORCHELASTIC_USE_AGENT_STORE=True"}) {
+                        "TORCHELASTIC_MAX_RESTARTS=0", "TORCHELASTIC_USE_AGENT_STORE=False"}) {
     INFO(e);
     CHECK(has(e));
   }

@@ -96,7 +96,10 @@ def case_torch_rdzv():
                                           text=True))
         for node, r in enumerate(finish(procs)):
             check_env(r, 2, nnodes=2, node_rank=node, rdzv_id="rj")
-            check(parse_env(r.stdout, node * 2)["MASTER_PORT"] == port, f"{backend}: the endpoint's port", r)
+            env = parse_env(r.stdout, node * 2)
+            # dcomm's store at the endpoint; torch's own env:// store (MASTER_PORT) next to it (docs/torch.md).
+            check(env["DCOMM_MASTER_PORT"] == port and env["MASTER_PORT"] == str(int(port) + 1),
+                  f"{backend}: the endpoint's port", r)
 
 
 def case_torch_python():

@@ -36,10 +36,6 @@ std::vector<std::string> rank_variables(const LaunchOptions& o, const RoundInfo&
       {nullptr, "DCOMM_MASTER_PORT", std::to_string(round.master_port)},
       // torch's env:// has rank 0 host a TCPStore at MASTER_PORT: a port of its own, not dcomm's store.
       {"MASTER_PORT", nullptr, std::to_string(round.torch_port)},
-      {"GROUP_WORLD_SIZE", nullptr, std::to_string(o.nnodes)},
-      {"ROLE_RANK", nullptr, std::to_string(rank)},
-      {"ROLE_WORLD_SIZE", nullptr, std::to_string(o.world_size())},
-      {"TORCHELASTIC_RUN_ID", nullptr, round.run_id},
       {"TORCHELASTIC_RESTART_COUNT", "DCOMM_RESTART_COUNT", std::to_string(round.restart_count)},
       {nullptr, "DCOMM_RUN_ID", round.run_id},
   };

@@ -12,8 +12,10 @@ std::vector<std::pair<std::string, std::string>> torchelastic_variables(const La
       {"ROLE_WORLD_SIZE", std::to_string(o.world_size())},
       {"ROLE_NAME", o.torch.role},
       {"TORCHELASTIC_MAX_RESTARTS", std::to_string(o.max_restarts)},
-      // Python's spelling of a bool, as torchrun writes it: True when the launcher's store is the one to join.
-      {"TORCHELASTIC_USE_AGENT_STORE", round.store_hosted ? "True" : "False"},
+      // Python's spelling of a bool. Always False: with True, torch's env:// would join MASTER_PORT as a client of
+      // a torch TCPStore, and the launcher's store is dcomm's, not torch's; rank 0 hosts torch's own store at
+      // MASTER_PORT instead (docs/torch.md).
+      {"TORCHELASTIC_USE_AGENT_STORE", "False"},
   };
 }
 
