@@ -96,13 +96,13 @@ TEST_CASE("endpoints") {
 TEST_CASE("each rank's variables, and merging them over the inherited environment") {
   LaunchOptions o = parse({"--nproc-per-node", "3", "--nnodes", "3", "--node-rank", "2", "--master-port", "4000",
                            "--host-id", "hx", "--", "p"});
-  RoundInfo round{"00112233aabbccdd", 2, "10.0.0.9", 4000, true};
+  RoundInfo round{"00112233aabbccdd", 2, "10.0.0.9", 4000, true, 4001};
   std::vector<std::string> vars = rank_variables(o, round, 1);
   auto has = [&](const std::string& entry) { return std::find(vars.begin(), vars.end(), entry) != vars.end(); };
   for (const char* e : {"RANK=7", "DCOMM_RANK=7", "WORLD_SIZE=9", "DCOMM_WORLD_SIZE=9", "LOCAL_RANK=1",
                         "DCOMM_LOCAL_RANK=1", "LOCAL_WORLD_SIZE=3", "DCOMM_LOCAL_WORLD_SIZE=3", "GROUP_RANK=2",
                         "NODE_RANK=2", "DCOMM_NODE_RANK=2", "DCOMM_NODE_COUNT=3", "MASTER_ADDR=10.0.0.9",
-                        "DCOMM_MASTER_ADDR=10.0.0.9", "MASTER_PORT=4000", "DCOMM_MASTER_PORT=4000",
+                        "DCOMM_MASTER_ADDR=10.0.0.9", "MASTER_PORT=4001", "DCOMM_MASTER_PORT=4000",
                         "DCOMM_STORE_HOSTED=1", "DCOMM_RUN_ID=00112233aabbccdd", "DCOMM_RESTART_COUNT=2",
                         "TORCHELASTIC_RESTART_COUNT=2", "DCOMM_HOST_ID=hx", "TORCHELASTIC_RUN_ID=00112233aabbccdd",
                         "GROUP_WORLD_SIZE=3", "ROLE_RANK=7", "ROLE_WORLD_SIZE=9", "ROLE_NAME=default",

@@ -15,9 +15,9 @@ struct RoundInfo {
   int restart_count = 0;      ///< 0 for the first round, then 1, 2, ...
   std::string master_addr;    ///< where the ranks reach the store
   int master_port = 0;        ///< dcomm's store (DCOMM_MASTER_PORT)
+  bool store_hosted = false;  ///< a store already runs there (ranks only connect)
   /// MASTER_PORT: where rank 0 of a torch program hosts torch's own store (env://), which cannot share dcomm's.
   int torch_port = 0;
-  bool store_hosted = false;  ///< a store already runs there (ranks only connect)
 };
 
 /// The global rank of local rank `local_rank` on this node.
