@@ -13,7 +13,7 @@ case "${1:-}" in
   --runs) limit=(-runs="$2"); shift 2 ;;
 esac
 CXX=${FUZZ_CXX:-clang++}
-out=build-fuzz
+out=${FUZZ_OUT:-build-fuzz}  # the meson test puts it in the build directory
 mkdir -p "$out"
 if ! command -v "$CXX" >/dev/null || ! echo 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long) { return 0; }' \
     | "$CXX" -x c++ -fsanitize=fuzzer - -o "$out/probe" 2>/dev/null; then
