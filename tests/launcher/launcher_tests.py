@@ -322,9 +322,12 @@ def case_cannot_start():
 
 
 def case_rdzv_endpoint():
-    # A store that already runs (here: the one a single-node dcomm-run hosts) serves two launchers that host none.
-    port = free_port()
-    host = start_and_wait_ready(["--nproc-per-node", "1", "--master-port", port, "--", PROBE, "sleep"], 1)
+    # A store that already runs (here: a store server of its own, tests/rendezvous/store_server, with the secret the
+    # launchers share) serves two launchers that host none. (Another launch's store would refuse them: its job
+    # differs.)
+    server = os.path.join(os.environ.get("DCOMM_BUILD_DIR", "."), "tests", "rendezvous", "store_server")
+    host = subprocess.Popen([server], stdout=subprocess.PIPE, text=True)
+    port = host.stdout.readline().strip()
     try:
         procs = []
         for node in range(2):
@@ -334,7 +337,7 @@ def case_rdzv_endpoint():
                                           text=True))
         results = finish(procs)
     finally:
-        host.send_signal(signal.SIGTERM)
+        host.kill()
         host.communicate(timeout=RUN_TIMEOUT_S)
     for node, r in enumerate(results):
         check_env(r, 2, nnodes=2, node_rank=node)
