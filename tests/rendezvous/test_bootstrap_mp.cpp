@@ -197,3 +197,17 @@ TEST_CASE("bootstrap mp: two mpirun jobs on one host and port: the other job's r
   }
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("bootstrap mp: rank 0 listening beyond loopback needs a secret, and says how to give one", "[bootstrap][mp]") {
+  // Issue 13, part 3: rank 0 listened on 0.0.0.0 as soon as MASTER_ADDR was set, without a secret.
+  uint16_t port = free_port();
+  auto procs = run(1, [&](int) {
+    return std::map<std::string, std::string>{{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_ADDR", "192.0.2.1"},
+                                              {"MASTER_PORT", std::to_string(port)}, {"DCOMM_TIMEOUT_S", "5"}};
+  });
+  INFO(procs[0].err());
+  CHECK(procs[0].exit_code == 3);
+  CHECK_THAT(procs[0].err(), Catch::Contains("rank 0 hosts the store") && Catch::Contains("192.0.2.1") &&
+                                 Catch::Contains("DCOMM_STORE_SECRET=") && Catch::Contains("DCOMM_STORE_SECRET_FILE=") &&
+                                 Catch::Contains("DCOMM_STORE_INSECURE=1"));
+}

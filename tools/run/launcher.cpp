@@ -132,7 +132,8 @@ int run_launcher(const LaunchOptions& options, SignalWatcher& signals) {
     if (options.nnodes > 1) {
       // Node 0 knows the run id (its own); the others learn it in the rendezvous.
       auto store = connect_store(round.master_addr, round.master_port, options.rdzv_timeout, signals,
-                                 store_options(options, round.store_secret, options.node_rank == 0 ? round.run_id : ""));
+                                 launcher_client_options(options, round.store_secret,
+                                                         options.node_rank == 0 ? round.run_id : ""));
       link = std::make_unique<NodeRendezvous>(options, store, signals, host);
       phase = "while waiting for the other nodes";
       round.run_id = link->join(round.run_id);

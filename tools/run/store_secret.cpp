@@ -36,4 +36,11 @@ TcpStoreOptions store_options(const LaunchOptions& o, const std::string& secret,
   return opts;
 }
 
+TcpStoreOptions launcher_client_options(const LaunchOptions& o, const std::string& secret, const std::string& run_id) {
+  TcpStoreOptions opts = store_options(o, secret, run_id);
+  // Launchers whose world sizes differ are reported by the node rendezvous, naming the options that differ.
+  opts.world_size = 0;
+  return opts;
+}
+
 }  // namespace dcomm::run

@@ -22,6 +22,10 @@ std::string launch_secret(const LaunchOptions& o);
 /// the server refuses clients of another job. run_id may be empty (a node > 0 does not know it yet).
 TcpStoreOptions store_options(const LaunchOptions& o, const std::string& secret, const std::string& run_id);
 
+/// store_options for a launcher's own client (the node rendezvous): the job without its world size, which the
+/// rendezvous checks itself with a better message (`nodes disagree: ... --nproc-per-node`).
+TcpStoreOptions launcher_client_options(const LaunchOptions& o, const std::string& secret, const std::string& run_id);
+
 /// "DCOMM_RUN_ID=<id>": a run id as it appears in the store's job identity (what bootstrap() reads in the ranks).
 std::string job_run_id(const std::string& run_id);
 
