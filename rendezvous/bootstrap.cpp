@@ -6,8 +6,10 @@
 #include "common/env.hpp"
 #include "common/log.hpp"
 #include "rendezvous/exchange.hpp"
+#include "rendezvous/hello.hpp"
 #include "rendezvous/identity.hpp"
 #include "rendezvous/job_port.hpp"
+#include "rendezvous/socket.hpp"
 
 #include <fmt/format.h>
 
@@ -56,25 +58,31 @@ Master resolve_master(const InitOptions& o) {
   return m;
 }
 
-bool is_loopback(const std::string& addr) {
-  return addr == "localhost" || addr == "::1" || addr.rfind("127.", 0) == 0;
-}
-
 // Connects to the TCP store at the master address, hosting it here first when this process is the one to:
 // nobody when dcomm-run hosts it (DCOMM_STORE_HOSTED=1), else rank 0, else (no rank known) whoever binds the
 // master address first. Rank 0 binds every interface unless the address is loopback, so that other hosts reach
-// it under any of this host's names; a process without a rank binds the master address itself, which also tells
-// it whether the address is on this host at all.
-std::shared_ptr<Store> open_tcp_store(const Master& m, int rank, Duration timeout,
+// it under any of this host's names (and then needs a secret); a process without a rank binds the master address
+// itself, which also tells it whether the address is on this host at all. Every hello names this process's job
+// (launcher run id and world size), so that a client of another job that meets this one on the port is refused.
+std::shared_ptr<Store> open_tcp_store(const Master& m, int rank, int world_size, Duration timeout,
                                       std::unique_ptr<TcpStoreServer>* server) {
   TcpStoreOptions opts;
   opts.timeout = timeout;
+  opts.run_id = run_id_from_environment();
+  opts.world_size = world_size > 0 ? world_size : 0;
   if (env::get_bool("DCOMM_STORE_HOSTED", false)) {
     DCOMM_DEBUG("bootstrap: dcomm-run hosts the store at {}:{}", m.addr, m.port);
   } else if (m.job && rank >= 0) {
-    return open_job_store(*m.job, m.addr, rank == 0, is_loopback(m.addr) ? m.addr : "0.0.0.0", opts, server);
+    return open_job_store(*m.job, m.addr, rank == 0, is_loopback_host(m.addr) ? m.addr : "0.0.0.0", opts, server);
   } else if (rank == 0) {
-    *server = start_tcp_store_server(is_loopback(m.addr) ? m.addr : "0.0.0.0", m.port, opts);
+    bool loopback = is_loopback_host(m.addr);
+    try {
+      *server = start_tcp_store_server(loopback ? m.addr : "0.0.0.0", m.port, opts);
+    } catch (const InvalidUsageError& e) {
+      throw InvalidUsageError(fmt::format("rank 0 hosts the store and, as the master address {} is not a loopback "
+                                          "one, must listen on every interface: {}",
+                                          m.addr, e.what()));
+    }
   } else if (rank < 0) {
     try {
       *server = start_tcp_store_server(m.addr, m.port, opts);
@@ -151,14 +159,16 @@ Bootstrap bootstrap(const InitOptions& options) {
   if (!base) {
     try {
       Master master = resolve_master(options);
-      base = open_tcp_store(master, declared.rank, b.timeout, &b.server);
+      base = open_tcp_store(master, declared.rank, declared.world_size, b.timeout, &b.server);
       // A connection of its own: liveness checks and the flight recorder's thread must never queue behind a
       // caller's blocking get on the shared one. Only a store that cannot stop answering (dcomm-run's, or this
       // process's) is read from wait loops.
       if (b.server || env::get_bool("DCOMM_STORE_HOSTED", false)) {
         TcpStoreOptions opts;
         opts.timeout = kFailureStoreTimeout;
-        failures = connect_tcp_store(master.addr, master.port, opts);
+        opts.run_id = run_id_from_environment();
+        // Under mpirun rank 0 may have taken another of the job's ports (job_port.hpp).
+        failures = connect_tcp_store(master.addr, b.server ? b.server->port() : master.port, opts);
       }
     } catch (const Error& e) {
       // This process's own mistake explains more than the store it then could not reach.

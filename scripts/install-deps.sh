@@ -3,6 +3,7 @@
 set -euo pipefail
 pkgs=(meson ninja-build g++ pkg-config cmake catch2 libfmt-dev nlohmann-json3-dev libcli11-dev
       libucx-dev ucx-utils openmpi-bin libopenmpi-dev iproute2 python3 python3-matplotlib git procps
+      clang libclang-rt-14-dev  # clang: the store's fuzz target (scripts/fuzz-store.sh)
       python3-torch libtorch-dev pybind11-dev)  # the torch binding and its 'torch' suite (about 600 MB)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -4,6 +4,7 @@
 //   launcher_probe fail RANK CODE DELAY_MS        (the other ranks sleep until stopped)
 //   launcher_probe signal RANK SIGNAL DELAY_MS    (the other ranks sleep until stopped)
 //   launcher_probe sleep                          (reports SIGTERM on stdout, then exits 0)
+//   launcher_probe env-sleep                      (env, then the store's secret, then sleep)
 //   launcher_probe sleep-ignore                   (ignores SIGTERM and SIGINT: only SIGKILL ends it)
 //   launcher_probe fail-first-round RANK CODE
 //   launcher_probe output
@@ -182,6 +183,13 @@ int main(int argc, char** argv) {
   if (mode == "fail") return fail_or_sleep(argc, argv, false);
   if (mode == "signal") return fail_or_sleep(argc, argv, true);
   if (mode == "sleep") return sleep_until_stopped(false);
+  if (mode == "env-sleep") {
+    print_env();
+    const char* secret = std::getenv("DCOMM_STORE_SECRET");
+    std::printf("ENV DCOMM_STORE_SECRET=%s\n", secret != nullptr ? secret : "<unset>");
+    std::fflush(stdout);
+    return sleep_until_stopped(false);
+  }
   if (mode == "sleep-ignore") return sleep_until_stopped(true);
   if (mode == "output") return output();
   if (mode == "bar") return progress_bar();

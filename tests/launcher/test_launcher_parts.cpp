@@ -96,7 +96,7 @@ TEST_CASE("endpoints") {
 TEST_CASE("each rank's variables, and merging them over the inherited environment") {
   LaunchOptions o = parse({"--nproc-per-node", "3", "--nnodes", "3", "--node-rank", "2", "--master-port", "4000",
                            "--host-id", "hx", "--", "p"});
-  RoundInfo round{"00112233aabbccdd", 2, "10.0.0.9", 4000, true, 4001};
+  RoundInfo round{"00112233aabbccdd", 2, "10.0.0.9", 4000, true, "", 4001};
   std::vector<std::string> vars = rank_variables(o, round, 1);
   auto has = [&](const std::string& entry) { return std::find(vars.begin(), vars.end(), entry) != vars.end(); };
   for (const char* e : {"RANK=7", "DCOMM_RANK=7", "WORLD_SIZE=9", "DCOMM_WORLD_SIZE=9", "LOCAL_RANK=1",

@@ -13,6 +13,7 @@
 
 #include "tools/run/node_rendezvous.hpp"
 #include "tools/run/rank_records.hpp"
+#include "tools/run/store_secret.hpp"
 #include "tools/run/supervisor.hpp"
 
 namespace dcomm::run {
@@ -131,11 +132,13 @@ int run_launcher(const LaunchOptions& options, SignalWatcher& signals) {
   round.master_port = options.master_port;
   round.store_hosted = true;
   round.run_id = new_run_id();
+  round.store_secret = launch_secret(options);
 
   std::unique_ptr<TcpStoreServer> server;
   if (options.host_store && options.node_rank == 0) {
     try {
-      server = start_tcp_store_server(options.master_addr, static_cast<uint16_t>(options.master_port));
+      server = start_tcp_store_server(options.master_addr, static_cast<uint16_t>(options.master_port),
+                                      store_options(options, round.store_secret, round.run_id));
     } catch (const Error& e) {
       // e names the address and the port and says what to check.
       throw UsageError(fmt::format("cannot host the store: {}", e.what()));
@@ -149,7 +152,10 @@ int run_launcher(const LaunchOptions& options, SignalWatcher& signals) {
   const char* phase = "while connecting to the store";
   try {
     if (options.nnodes > 1) {
-      auto store = connect_store(round.master_addr, round.master_port, options.rdzv_timeout, signals);
+      // Node 0 knows the run id (its own); the others learn it in the rendezvous.
+      auto store = connect_store(round.master_addr, round.master_port, options.rdzv_timeout, signals,
+                                 launcher_client_options(options, round.store_secret,
+                                                         options.node_rank == 0 ? round.run_id : ""));
       link = std::make_unique<NodeRendezvous>(options, store, signals, host);
       phase = "while waiting for the other nodes";
       round.run_id = link->join(round.run_id);

@@ -34,10 +34,10 @@ void pause_or_interrupt(SignalWatcher& signals) {
 
 }  // namespace
 
-std::shared_ptr<Store> connect_store(const std::string& addr, int port, Duration timeout, SignalWatcher& signals) {
+std::shared_ptr<Store> connect_store(const std::string& addr, int port, Duration timeout, SignalWatcher& signals,
+                                     TcpStoreOptions opts) {
   Deadline deadline = Deadline::after(timeout);
   while (true) {
-    TcpStoreOptions opts;
     opts.timeout = std::min(kConnectSlice, std::max(deadline.remaining(), Duration(1)));
     try {
       auto store = connect_tcp_store(addr, static_cast<uint16_t>(port), opts);

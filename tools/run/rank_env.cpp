@@ -47,6 +47,8 @@ std::vector<std::string> rank_variables(const LaunchOptions& o, const RoundInfo&
   // Always set, so a value inherited from an outer launch cannot mislead the ranks.
   vars.emplace_back("DCOMM_STORE_HOSTED", round.store_hosted ? "1" : "0");
   if (!o.host_id.empty()) vars.emplace_back("DCOMM_HOST_ID", o.host_id);
+  // In the environment, never on a command line: ps shows command lines to every user, environments to none.
+  if (!round.store_secret.empty()) vars.emplace_back("DCOMM_STORE_SECRET", round.store_secret);
   std::vector<std::string> out;
   out.reserve(vars.size());
   for (const auto& [name, value] : vars) out.push_back(fmt::format("{}={}", name, value));

@@ -16,6 +16,7 @@ struct RoundInfo {
   std::string master_addr;    ///< where the ranks reach the store
   int master_port = 0;        ///< dcomm's store (DCOMM_MASTER_PORT)
   bool store_hosted = false;  ///< a store already runs there (ranks only connect)
+  std::string store_secret;   ///< the store's secret (DCOMM_STORE_SECRET), empty for none
   /// MASTER_PORT: where rank 0 of a torch program hosts torch's own store (env://), which cannot share dcomm's.
   int torch_port = 0;
 };
