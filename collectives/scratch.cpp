@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <new>
 #include <utility>
@@ -15,6 +16,7 @@
 
 #include "collectives/context.hpp"
 #include "collectives/device_support.hpp"
+#include "common/deadline.hpp"
 
 #if DCOMM_CUDA_REDUCE
 #include "collectives/cuda/device_blocks.hpp"
@@ -104,7 +106,11 @@ Scratch::Scratch(std::size_t bytes, const Device& device) : device_(device) {
   data_ = host_cache().take(bytes, &bytes_);
   if (data_ != nullptr) return;
   data_ = static_cast<char*>(std::malloc(bytes));
-  if (data_ == nullptr) throw std::bad_alloc();
+  if (data_ == nullptr) {
+    throw SystemError(fmt::format("allocating {} of scratch memory ({} bytes) failed; is the count right?",
+                                  format_bytes(bytes), bytes),
+                      ENOMEM);
+  }
   bytes_ = bytes;
 }
 

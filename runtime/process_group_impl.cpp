@@ -99,11 +99,19 @@ WorkPtr ProcessGroupImpl::post_p2p(bool is_send, const Buffer& buf, int peer, in
 
 WorkPtr ProcessGroupImpl::submit(coll::Args args, const CollectiveOptions& opts) {
   const char* name = to_string(args.coll);
+  // A caller mistake does not throw here: the call still takes its number and runs, and the engine finds the
+  // mistake (or takes `problem`) and fails the call on every rank through the call check, naming this rank. Had
+  // this rank thrown alone, the others' call would pair with this rank's next one.
+  std::string problem;
   // Host and device buffers may not mix in one call; a buffer asking for detection learns its device here.
-  Device device = call_device(name, {{"send", &args.send}, {"recv", &args.recv}});
+  Device device = Device::host();
+  try {
+    device = call_device(name, {{"send", &args.send}, {"recv", &args.recv}});
+  } catch (const Error& e) {
+    problem = e.what();
+  }
   args.send.device = args.recv.device = device;
   args.send.detect_device = args.recv.detect_device = false;
-  engine_->validate(args);  // caller mistakes are rejected before any I/O
   check_usable(name);
   uint64_t seq = seq_.fetch_add(1);
   Duration timeout = opts.timeout == kDefaultTimeout ? world_->timeout : opts.timeout;
@@ -111,7 +119,7 @@ WorkPtr ProcessGroupImpl::submit(coll::Args args, const CollectiveOptions& opts)
     // Nothing queued ahead: run on the caller's thread, without a task object, a hand-off or a handle of its own
     // (a failure is thrown, so the handle returned is always a completed one).
     try {
-      engine_->run(args, opts.algorithm, Deadline::after(timeout), seq);
+      engine_->run(args, opts.algorithm, Deadline::after(timeout), seq, problem);
     } catch (...) {
       executor_.leave_inline();
       throw;
@@ -126,8 +134,8 @@ WorkPtr ProcessGroupImpl::submit(coll::Args args, const CollectiveOptions& opts)
   Executor::Task task;
   if (device.is_host()) {
     // The deadline starts when the collective starts running, not when it was queued behind others.
-    task = [engine, args = std::move(args), algorithm, timeout, seq] {
-      engine->run(args, algorithm, Deadline::after(timeout), seq);
+    task = [engine, args = std::move(args), algorithm, timeout, seq, problem = std::move(problem)] {
+      engine->run(args, algorithm, Deadline::after(timeout), seq, problem);
     };
   } else {
     // The collective waits (without blocking the caller) for the work already queued on the caller's stream,
