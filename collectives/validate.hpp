@@ -1,5 +1,6 @@
 #pragma once
-// Rejecting caller mistakes before any I/O: everything a rank can check about its own call.
+// Finding caller mistakes before any I/O: everything a rank can check about its own call. The engine does not
+// throw them alone: they travel with the call check so every rank fails the call (call_check.hpp).
 
 #include <cstddef>
 #include <cstdint>

@@ -4,6 +4,7 @@
 
 #include <dcomm/error.hpp>
 
+#include "collectives/validate.hpp"
 #include "runtime/cuda/device.hpp"
 #include "runtime/cuda/stream_order.hpp"
 #include "transports/tags.hpp"
@@ -51,6 +52,11 @@ namespace {
 void check_buffer(const char* op, const std::string& label, const Buffer& buf, const char* name) {
   if (buf.data == nullptr && buf.count > 0) {
     throw InvalidUsageError(fmt::format("{} {}: {} buffer is null but holds {} elements", op, label, name, buf.count));
+  }
+  if (!coll::bytes_fit(buf.count, dtype_size(buf.dtype))) {  // else the byte size wraps and a short message goes
+    throw InvalidUsageError(fmt::format("{} {}: {} buffer's count {} of {} is more bytes than a call can address (the "
+                                        "byte size overflows); check the count",
+                                        op, label, name, buf.count, to_string(buf.dtype)));
   }
 }
 
