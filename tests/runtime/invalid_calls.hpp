@@ -15,6 +15,7 @@ namespace dcomm::test {
 struct InvalidCallOptions {
   bool async_op = false;  ///< issue the bad call and the next one as async_op and wait for both
   std::string only;       ///< run only the bad calls whose name contains this (empty: all)
+  std::string algorithm;  ///< force this algorithm for the bad calls (empty: the cost model's)
 };
 
 /// Runs every bad call at every bad-rank position on `pg`; appends one line per problem to `failures`. Returns
