@@ -39,6 +39,10 @@ class Scratch {
   Device device_{};
 };
 
+/// Throws SystemError (ENOMEM) naming the bytes when `bytes` of host memory cannot be allocated at all (under the
+/// kernel's overcommit rules); takes and frees them at once.
+void probe_host_memory(std::size_t bytes);
+
 /// What an algorithm keeps on a group between calls (mapped shared memory, say). The engine owns it and drops it
 /// with the group; destructors must not throw.
 class AlgorithmState {

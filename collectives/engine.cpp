@@ -54,15 +54,15 @@ class EngineImpl final : public Engine {
     ctx.state = &mine.state;
     // Memory is taken before the check, so that a rank that cannot have it tells every rank in the check instead
     // of failing alone in the middle of the algorithm: the work buffer of a reducing call, and for a large host
-    // call a block of its largest buffer's size (about what its algorithm's scratch takes; freed into the
-    // thread's scratch cache, where the algorithm finds it). Small calls skip the probe: their scratch is cached.
+    // call a probe of its largest buffer's size (about what its algorithm's scratch takes; a count far beyond the
+    // memory fails here). Small calls skip the probe: their scratch comes from the cache.
     Scratch held;
     if (!moves_nothing(args)) {
       try {
         if (is_reducing(args.coll)) held = work_scratch(ctx);
         const std::size_t largest = largest_bytes(args);
         if (held.data() == nullptr && largest >= kProbeScratchBytes && ctx.device().is_host()) {
-          Scratch probe = ctx.scratch(largest / ctx.esize());
+          probe_host_memory(largest);
         }
       } catch (const Error& e) {
         refuse(args, deadline, seq, e.what());

@@ -73,6 +73,12 @@ HostBlockCache& host_cache() {
   return cache;
 }
 
+[[noreturn]] void throw_no_memory(std::size_t bytes) {
+  throw SystemError(
+      fmt::format("allocating {} of scratch memory ({} bytes) failed; is the count right?", format_bytes(bytes), bytes),
+      ENOMEM);
+}
+
 void release(char* data, std::size_t bytes, const Device& device) noexcept {
   if (data == nullptr) return;
 #if DCOMM_CUDA_REDUCE
@@ -106,12 +112,15 @@ Scratch::Scratch(std::size_t bytes, const Device& device) : device_(device) {
   data_ = host_cache().take(bytes, &bytes_);
   if (data_ != nullptr) return;
   data_ = static_cast<char*>(std::malloc(bytes));
-  if (data_ == nullptr) {
-    throw SystemError(fmt::format("allocating {} of scratch memory ({} bytes) failed; is the count right?",
-                                  format_bytes(bytes), bytes),
-                      ENOMEM);
-  }
+  if (data_ == nullptr) throw_no_memory(bytes);
   bytes_ = bytes;
+}
+
+void probe_host_memory(std::size_t bytes) {
+  // A block this large is mapped on its own and unmapped by free(): no page is touched, and the cache is left alone.
+  void* p = std::malloc(bytes);
+  if (p == nullptr) throw_no_memory(bytes);
+  std::free(p);
 }
 
 Scratch::Scratch(Scratch&& other) noexcept
