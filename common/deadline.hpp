@@ -44,7 +44,8 @@ std::string format_bytes(std::size_t bytes);
 /// two ranks sharing one core, every microsecond spun is a microsecond added to each message (50 µs of spin made
 /// a small all_reduce cost 108 µs there; 2 µs make it ~10 µs), while on an idle core a small message's answer
 /// comes within a microsecond.
-/// With more ranks on the node than cores to run them (set_oversubscribed(), from init), a peer that has not
+/// When this rank shares its cores with other ranks of its node (set_oversubscribed(), from init, which compares
+/// every local rank's published affinity: transports/placement.hpp), a peer that has not
 /// answered is waiting for a core for certain, so the spin is only kOversubscribedSpinPolls polls.
 class Backoff {
  public:

@@ -1,7 +1,5 @@
 // init(): rendezvous (identity and store), then the world's mesh, then the world group.
 
-#include <sched.h>
-
 #include <numeric>
 
 #include <dcomm/dcomm.hpp>
@@ -11,20 +9,30 @@
 #include "rendezvous/bootstrap.hpp"
 #include "runtime/process_group_impl.hpp"
 #include "transports/peer_table.hpp"
+#include "transports/placement.hpp"
 
 namespace dcomm {
+
+namespace {
+
+// Ranks that share cores yield almost at once when a wait is not answered; ranks that own theirs spin
+// (common/deadline.hpp). Decided from every local rank's affinity, so two ranks bound one to a core spin.
+void set_wait_policy(const transport::Mesh& mesh, const Identity& id) {
+  std::vector<transport::PeerInfo> peers;
+  for (int r = 0; r < id.world_size; ++r) peers.push_back(mesh.peer(r));
+  const bool shared = transport::shares_cores(peers, id.rank);
+  Backoff::set_oversubscribed(shared);
+  DCOMM_DEBUG("{} ranks on this node, {} core(s) for this one: waits {}", id.local_world_size,
+              peers[static_cast<std::size_t>(id.rank)].cpus.size(),
+              shared ? "spin only briefly before yielding (cores shared)" : "spin (cores owned)");
+}
+
+}  // namespace
 
 std::shared_ptr<ProcessGroup> init(const InitOptions& options) {
   rdzv::Bootstrap boot = rdzv::bootstrap(options);
   const Identity& id = boot.identity;
   log::set_rank(id.rank, id.world_size);
-  // More ranks on this node than cores for this process: waits yield almost at once (common/deadline.hpp).
-  cpu_set_t cpus;
-  if (sched_getaffinity(0, sizeof cpus, &cpus) == 0 && id.local_world_size > CPU_COUNT(&cpus)) {
-    Backoff::set_oversubscribed(true);
-    DCOMM_DEBUG("{} ranks on this node and {} cores: waits spin only briefly before yielding", id.local_world_size,
-                CPU_COUNT(&cpus));
-  }
   DCOMM_INFO("joined as rank {}/{} (local {}/{}, node {}/{}, from {})", id.rank, id.world_size, id.local_rank,
              id.local_world_size, id.node_rank, id.node_count, id.source);
 
@@ -40,6 +48,7 @@ std::shared_ptr<ProcessGroup> init(const InitOptions& options) {
   world->server = std::move(boot.server);
   world->timeout = boot.timeout;
   world->mesh = transport::Mesh::create(make_prefix_store("mesh/", boot.store), self, id.world_size, mesh_options);
+  set_wait_policy(*world->mesh, id);
 
   coll::GroupView view;
   view.mesh = world->mesh;

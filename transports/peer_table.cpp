@@ -1,6 +1,7 @@
 #include "transports/peer_table.hpp"
 
 #include <fmt/format.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,6 +25,12 @@ PeerInfo local_peer_info(int rank, int local_rank, int node_rank, std::string ho
   ::gethostname(host, sizeof(host) - 1);
   p.hostname = host;
   p.pid = static_cast<int>(::getpid());
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    for (int c = 0; c < CPU_SETSIZE; ++c) {
+      if (CPU_ISSET(c, &set)) p.cpus.push_back(c);
+    }
+  }
   return p;
 }
 
@@ -31,6 +38,7 @@ Store::Bytes encode_peer(const PeerRecord& rec) {
   nlohmann::json j = {{"rank", rec.info.rank},         {"local_rank", rec.info.local_rank},
                       {"node_rank", rec.info.node_rank}, {"host_id", rec.info.host_id},
                       {"hostname", rec.info.hostname}, {"pid", rec.info.pid},
+                      {"cpus", rec.info.cpus},
                       {"transports", rec.transports}};
   std::string s = j.dump();
   return Store::Bytes(s.begin(), s.end());
@@ -46,6 +54,7 @@ PeerRecord decode_peer(const Store::Bytes& bytes, const std::string& key) {
     rec.info.host_id = j.at("host_id").get<std::string>();
     rec.info.hostname = j.at("hostname").get<std::string>();
     rec.info.pid = j.at("pid").get<int>();
+    rec.info.cpus = j.value("cpus", std::vector<int>{});
     rec.transports = j.at("transports").get<std::vector<std::string>>();
     return rec;
   } catch (const nlohmann::json::exception& e) {

@@ -45,6 +45,7 @@ struct PeerInfo {
   std::string host_id;   ///< equal host ids share a node (shared memory, CUDA IPC)
   std::string hostname;  ///< for error messages
   int pid = 0;
+  std::vector<int> cpus;  ///< the cores this process may run on (its affinity when it joined), ascending
 };
 
 /// The completion record of one transport operation. The transport completes it inside progress() (or at once).

@@ -1,0 +1,54 @@
+// shares_cores(): whether a rank's waits may spin, from the affinity every local rank published.
+
+#include <catch2/catch.hpp>
+
+#include "transports/placement.hpp"
+
+using dcomm::transport::PeerInfo;
+using dcomm::transport::shares_cores;
+
+namespace {
+
+PeerInfo on(const std::string& host, std::vector<int> cpus) {
+  PeerInfo p;
+  p.host_id = host;
+  p.cpus = std::move(cpus);
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("ranks bound one to a core own their cores", "[placement]") {
+  // mpirun --bind-to core with 2 ranks on 2 cores: each sees one core, yet nobody shares.
+  std::vector<PeerInfo> peers{on("a", {0}), on("a", {1})};
+  CHECK_FALSE(shares_cores(peers, 0));
+  CHECK_FALSE(shares_cores(peers, 1));
+}
+
+TEST_CASE("unbound ranks share when they outnumber the cores", "[placement]") {
+  std::vector<PeerInfo> two{on("a", {0, 1}), on("a", {0, 1})};
+  CHECK_FALSE(shares_cores(two, 0));
+  std::vector<PeerInfo> three{on("a", {0, 1}), on("a", {0, 1}), on("a", {0, 1})};
+  for (int r = 0; r < 3; ++r) CHECK(shares_cores(three, r));
+}
+
+TEST_CASE("two ranks bound to one core share it; a third on its own core does not", "[placement]") {
+  // mpirun --bind-to core --oversubscribe with 3 ranks on 2 cores places ranks 0 and 2 on core 0.
+  std::vector<PeerInfo> peers{on("a", {0}), on("a", {1}), on("a", {0})};
+  CHECK(shares_cores(peers, 0));
+  CHECK_FALSE(shares_cores(peers, 1));
+  CHECK(shares_cores(peers, 2));
+}
+
+TEST_CASE("ranks on other nodes do not count", "[placement]") {
+  std::vector<PeerInfo> peers{on("a", {0, 1}), on("a", {0, 1}), on("b", {0, 1}), on("b", {0, 1}), on("b", {0, 1})};
+  CHECK_FALSE(shares_cores(peers, 0));
+  CHECK_FALSE(shares_cores(peers, 1));
+  CHECK(shares_cores(peers, 2));
+}
+
+TEST_CASE("an unknown affinity overlaps everyone", "[placement]") {
+  std::vector<PeerInfo> peers{on("a", {0}), on("a", {}), on("a", {1})};
+  CHECK(shares_cores(peers, 0));  // ranks 0 and 1 may both run on core 0
+  CHECK(shares_cores(peers, 1));  // three ranks, two cores
+}

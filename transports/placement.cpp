@@ -1,0 +1,29 @@
+#include "transports/placement.hpp"
+
+#include <algorithm>
+#include <set>
+
+namespace dcomm::transport {
+
+namespace {
+
+bool overlap(const std::vector<int>& a, const std::vector<int>& b) {
+  if (a.empty() || b.empty()) return true;
+  return std::any_of(a.begin(), a.end(), [&](int c) { return std::binary_search(b.begin(), b.end(), c); });
+}
+
+}  // namespace
+
+bool shares_cores(const std::vector<PeerInfo>& peers, int self) {
+  const PeerInfo& me = peers.at(static_cast<std::size_t>(self));
+  std::size_t ranks = 0;
+  std::set<int> cores;
+  for (const PeerInfo& p : peers) {
+    if (p.host_id != me.host_id || !overlap(p.cpus, me.cpus)) continue;
+    ++ranks;
+    cores.insert(p.cpus.begin(), p.cpus.end());
+  }
+  return ranks > cores.size();
+}
+
+}  // namespace dcomm::transport

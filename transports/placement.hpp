@@ -1,0 +1,16 @@
+#pragma once
+// Whether this rank shares its cores with other ranks of its node: decides how long a wait may spin
+// (common/deadline.hpp). Computed from the affinity every rank publishes in its PeerInfo, not guessed from counts:
+// two ranks bound one to a core (mpirun --bind-to core) each own their core although each sees only one.
+
+#include <vector>
+
+#include "transports/transport.hpp"
+
+namespace dcomm::transport {
+
+/// True when the ranks on self's node whose cores overlap self's outnumber the cores they may run on together.
+/// A rank with no affinity recorded counts as able to run on every core of its node's other ranks.
+bool shares_cores(const std::vector<PeerInfo>& peers, int self);
+
+}  // namespace dcomm::transport
