@@ -47,6 +47,7 @@ class EngineImpl final : public Engine {
       }
     }
     if (!problem.empty()) refuse(args, deadline, seq, problem);
+    if (args.chosen_algorithm != nullptr) args.chosen_algorithm->store(algo->name, std::memory_order_relaxed);
     PerAlgorithm& mine = per_algorithm_[algorithm_index(*algo)];  // runs are serialised per group, so no lock
     if (mine.what.empty()) mine.what = fmt::format("{}[{}] rank {}/{}", to_string(args.coll), algo->name, view_.rank,
                                                    view_.size);

@@ -2,6 +2,7 @@
 // The collectives layer's one entry point for the runtime: an Engine per process group that validates a call,
 // checks it matches the other ranks' calls, picks an algorithm (forced, or by the cost model) and runs it.
 
+#include <atomic>
 #include <cstdint>
 #include <dcomm/process_group.hpp>
 #include <dcomm/types.hpp>
@@ -28,6 +29,8 @@ struct Args {
   bool vector_variant = false;  ///< scatterv, gatherv, all_to_all_v
   std::vector<std::size_t> send_counts, send_displs;
   std::vector<std::size_t> recv_counts, recv_displs;
+  /// Where run() stores the name of the algorithm it chose (the flight recorder's slot), or null.
+  std::atomic<const char*>* chosen_algorithm = nullptr;
 };
 
 /// A group as a view of the world's mesh: group rank i is world rank world_ranks[i].

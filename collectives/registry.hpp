@@ -1,7 +1,8 @@
 #pragma once
-// The one table of algorithms. Every algorithm is a file under collectives/algorithms/ and a row here; the
-// engine, the tests and dcomm-bench enumerate this table, so a new row is selected, tested and benchmarked
-// with no other edit (docs/adding-an-algorithm.md).
+// The one table of algorithms. Every algorithm is a file under collectives/algorithms/ that ends with its own row
+// (a Registration); the engine, the tests and dcomm-bench enumerate this table, so a new file is selected, tested
+// and benchmarked with no other edit than its name in collectives/algorithms/meson.build
+// (docs/adding-an-algorithm.md).
 
 #include <string>
 #include <vector>
@@ -39,6 +40,16 @@ struct Algorithm {
   bool by_name_only = false;
 };
 
+/// Adds one algorithm's row to the table. Each algorithm file ends with one, after its functions:
+///   namespace { const Registration kRow{{Collective::kAllGather, "bruck", "...", supports_any,
+///                                        run_all_gather_bruck, cost_all_gather_bruck, true}}; }
+/// Rows are added before main() in link order, the order of collectives/algorithms/meson.build; among one
+/// collective's rows that order breaks the cost model's ties (the earlier row wins).
+struct Registration {
+  explicit Registration(const Algorithm& row);
+};
+
+/// Every registered row, grouped by collective (in the order of the Collective enum).
 const std::vector<Algorithm>& algorithm_table();
 /// The rows for one collective, in table order (built once: selection runs on every call).
 const std::vector<const Algorithm*>& algorithms_for(Collective c);

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <string_view>
+
 #include <dcomm/error.hpp>
 
 #include "common/log.hpp"
@@ -33,6 +36,18 @@ std::string format_seconds(double s) {
 }
 
 }  // namespace
+
+std::string format_predictions(const std::vector<Prediction>& predictions, const Algorithm* best) {
+  // Names as wide as the longest, so the times line up whatever a new algorithm is called.
+  std::size_t width = 0;
+  for (const Prediction& p : predictions) width = std::max(width, std::string_view(p.algorithm->name).size());
+  std::string out;
+  for (const Prediction& p : predictions) {
+    out += fmt::format("  {:<{}} {:>12}{}\n", p.algorithm->name, width, format_seconds(p.seconds),
+                       p.algorithm == best ? "  <- cheapest" : (p.algorithm->by_name_only ? "  (by name only)" : ""));
+  }
+  return out;
+}
 
 const Algorithm& algorithm_or_throw(Collective c, const std::string& name, const std::string& where) {
   const Algorithm* a = find_algorithm(c, name);
@@ -155,10 +170,7 @@ std::string Selector::explain(Collective c, std::size_t bytes, const GroupView& 
                   to_string(c), format_bytes(bytes), view.size, format_seconds(params_.alpha), params_.beta * 1e9,
                   params_.gamma * 1e9, format_bytes(static_cast<std::size_t>(params_.chunk_bytes)), params_source_);
   const Algorithm* best = cheapest(args, view, params_);
-  for (const Prediction& p : predict(args, view, params_)) {
-    out += fmt::format("  {:<20} {:>12}{}\n", p.algorithm->name, format_seconds(p.seconds),
-                       p.algorithm == best ? "  <- cheapest" : (p.algorithm->by_name_only ? "  (by name only)" : ""));
-  }
+  out += format_predictions(predict(args, view, params_), best);
   std::string origin;
   std::string name = forced(c, &origin);
   if (!name.empty()) {

@@ -20,6 +20,10 @@ std::map<Collective, std::string> parse_algorithm_spec(const std::string& spec);
 /// Throws InvalidUsageError listing the valid names when `name` is not an algorithm of `c`.
 const Algorithm& algorithm_or_throw(Collective c, const std::string& name, const std::string& where);
 
+/// explain()'s table: one line per prediction, names padded to the longest so the times line up, the cheapest and
+/// the by-name-only rows marked.
+std::string format_predictions(const std::vector<Prediction>& predictions, const Algorithm* best);
+
 class Selector {
  public:
   Selector(CostParams params, std::string params_source, std::map<Collective, std::string> env_forced);

@@ -6,7 +6,10 @@
 #include "common/env.hpp"
 #include "common/log.hpp"
 #include "rendezvous/exchange.hpp"
+#include "rendezvous/hello.hpp"
 #include "rendezvous/identity.hpp"
+#include "rendezvous/job_port.hpp"
+#include "rendezvous/socket.hpp"
 
 #include <fmt/format.h>
 
@@ -21,10 +24,14 @@ constexpr const char* kDefaultMasterAddr = "127.0.0.1";
 constexpr int kDefaultMasterPort = 29500;
 constexpr auto kDefaultTimeout = std::chrono::seconds(300);
 constexpr const char* kFailedKey = "rdzv/failed";
+// The failure store's bound on any call: it is read from wait loops, which must stay responsive.
+constexpr auto kFailureStoreTimeout = std::chrono::seconds(5);
 
 struct Master {
   std::string addr;
   uint16_t port;
+  /// Under mpirun or Slurm with no port given: the job's own ports instead of the fixed default (job_port.hpp).
+  std::optional<JobPorts> job;
 };
 
 Master resolve_master(const InitOptions& o) {
@@ -38,6 +45,8 @@ Master resolve_master(const InitOptions& o) {
     if (env::first({"DCOMM_MASTER_PORT", "MASTER_PORT"}, &which)) {
       port = *env::get_int(which);
       origin = which;
+    } else if ((m.job = job_ports_from_environment())) {
+      port = m.job->ports.front();
     } else {
       port = kDefaultMasterPort;
     }
@@ -49,23 +58,31 @@ Master resolve_master(const InitOptions& o) {
   return m;
 }
 
-bool is_loopback(const std::string& addr) {
-  return addr == "localhost" || addr == "::1" || addr.rfind("127.", 0) == 0;
-}
-
 // Connects to the TCP store at the master address, hosting it here first when this process is the one to:
 // nobody when dcomm-run hosts it (DCOMM_STORE_HOSTED=1), else rank 0, else (no rank known) whoever binds the
 // master address first. Rank 0 binds every interface unless the address is loopback, so that other hosts reach
-// it under any of this host's names; a process without a rank binds the master address itself, which also tells
-// it whether the address is on this host at all.
-std::shared_ptr<Store> open_tcp_store(const Master& m, int rank, Duration timeout,
+// it under any of this host's names (and then needs a secret); a process without a rank binds the master address
+// itself, which also tells it whether the address is on this host at all. Every hello names this process's job
+// (launcher run id and world size), so that a client of another job that meets this one on the port is refused.
+std::shared_ptr<Store> open_tcp_store(const Master& m, int rank, int world_size, Duration timeout,
                                       std::unique_ptr<TcpStoreServer>* server) {
   TcpStoreOptions opts;
   opts.timeout = timeout;
+  opts.run_id = run_id_from_environment();
+  opts.world_size = world_size > 0 ? world_size : 0;
   if (env::get_bool("DCOMM_STORE_HOSTED", false)) {
     DCOMM_DEBUG("bootstrap: dcomm-run hosts the store at {}:{}", m.addr, m.port);
+  } else if (m.job && rank >= 0) {
+    return open_job_store(*m.job, m.addr, rank == 0, is_loopback_host(m.addr) ? m.addr : "0.0.0.0", opts, server);
   } else if (rank == 0) {
-    *server = start_tcp_store_server(is_loopback(m.addr) ? m.addr : "0.0.0.0", m.port, opts);
+    bool loopback = is_loopback_host(m.addr);
+    try {
+      *server = start_tcp_store_server(loopback ? m.addr : "0.0.0.0", m.port, opts);
+    } catch (const InvalidUsageError& e) {
+      throw InvalidUsageError(fmt::format("rank 0 hosts the store and, as the master address {} is not a loopback "
+                                          "one, must listen on every interface: {}",
+                                          m.addr, e.what()));
+    }
   } else if (rank < 0) {
     try {
       *server = start_tcp_store_server(m.addr, m.port, opts);
@@ -138,9 +155,21 @@ Bootstrap bootstrap(const InitOptions& options) {
   std::string prefix = fmt::format("{}/{}/", run_id, restart);
 
   std::shared_ptr<Store> base = options.store;
+  std::shared_ptr<Store> failures = options.store;
   if (!base) {
     try {
-      base = open_tcp_store(resolve_master(options), declared.rank, b.timeout, &b.server);
+      Master master = resolve_master(options);
+      base = open_tcp_store(master, declared.rank, declared.world_size, b.timeout, &b.server);
+      // A connection of its own: liveness checks and the flight recorder's thread must never queue behind a
+      // caller's blocking get on the shared one. Only a store that cannot stop answering (dcomm-run's, or this
+      // process's) is read from wait loops.
+      if (b.server || env::get_bool("DCOMM_STORE_HOSTED", false)) {
+        TcpStoreOptions opts;
+        opts.timeout = kFailureStoreTimeout;
+        opts.run_id = run_id_from_environment();
+        // Under mpirun rank 0 may have taken another of the job's ports (job_port.hpp).
+        failures = connect_tcp_store(master.addr, b.server ? b.server->port() : master.port, opts);
+      }
     } catch (const Error& e) {
       // This process's own mistake explains more than the store it then could not reach.
       if (own_error.empty()) throw;
@@ -148,10 +177,11 @@ Bootstrap bootstrap(const InitOptions& options) {
     }
   }
   b.store = make_prefix_store(prefix, base);
+  if (failures) b.failure_store = make_prefix_store(prefix, failures);
 
   Joined joined;
   try {
-    joined = join_world(declared, own_error, *b.store, b.timeout);
+    joined = join_world(declared, own_error, *b.store, b.timeout, FailureWatch{b.failure_store.get(), declared.rank});
   } catch (const Error&) {
     leave_failed_join(*b.store, b.server != nullptr, b.timeout);
     throw;

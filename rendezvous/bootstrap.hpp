@@ -16,6 +16,10 @@ struct Bootstrap {
   std::unique_ptr<TcpStoreServer> server;  ///< set when this process hosts the store
   std::string world_id;                    ///< unique per world and round (names shm segments etc.)
   Duration timeout;                        ///< resolved: options.timeout, else DCOMM_TIMEOUT_S, else 300 s
+  /// Where the world's root cause is recorded (rendezvous/failure_record.hpp): `store` when dcomm-run or this
+  /// process hosts it, or when the caller gave it; null when another rank hosts it, because a rank that is
+  /// stopped would make every read of it hang, and liveness checks must not.
+  std::shared_ptr<Store> failure_store;
 };
 
 /// Resolves who this process is and joins the world through the store. Collective: every process of the world

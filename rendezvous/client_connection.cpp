@@ -29,8 +29,10 @@ std::string describe_io(IoResult r, int err) {
 
 }  // namespace
 
-ClientConnection::ClientConnection(std::string host, uint16_t port, std::string secret)
-    : host_(std::move(host)), port_(port), secret_(std::move(secret)), url_(tcp_url(host_, port_)) {}
+ClientConnection::ClientConnection(std::string host, uint16_t port, Hello hello)
+    : host_(std::move(host)), port_(port), hello_(std::move(hello)), url_(tcp_url(host_, port_)) {
+  encode_hello(hello_);  // checks the fields' limits now, not at the first connect
+}
 
 void ClientConnection::connect(Duration timeout) {
   Deadline deadline = Deadline::after(timeout);
@@ -67,7 +69,7 @@ bool ClientConnection::attempt(const Deadline& deadline, int* err, std::string* 
   fd_ = std::move(fd);
   std::optional<Response> response;
   try {
-    response = exchange(proto::Writer().str(secret_).frame(static_cast<uint8_t>(proto::Op::kHello)),
+    response = exchange(encode_hello(hello_),
                         Deadline::after(std::min(deadline.remaining(), Duration(kHelloTimeout))), "hello");
   } catch (const Error& e) {
     // Accepted, then closed: a server still starting, or at its descriptor limit. Worth another try.
@@ -83,7 +85,7 @@ bool ClientConnection::attempt(const Deadline& deadline, int* err, std::string* 
   if (response->status != proto::Status::kOk) {
     close();
     std::string why = proto::Reader(response->payload.data(), response->payload.size()).str();
-    throw InvalidUsageError(fmt::format("connect to TCP store {}: the server refused this client: {}", url_, why));
+    throw InvalidUsageError(fmt::format("connect to TCP store {} as {}: {}", url_, hello_.job.describe(), why));
   }
   return true;
 }

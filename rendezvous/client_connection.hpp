@@ -1,12 +1,13 @@
 #pragma once
 // One client connection to a TCP store server: connect with retry and exponential backoff, the hello with the
-// shared secret, and request/response exchanges bounded by a deadline. Not thread-safe: TcpStoreClient locks.
+// shared secret and the job identity, and request/response exchanges bounded by a deadline. Not thread-safe: TcpStoreClient locks.
 
 #include <cstdint>
 #include <optional>
 #include <string>
 
 #include "common/deadline.hpp"
+#include "rendezvous/hello.hpp"
 #include "rendezvous/protocol.hpp"
 #include "rendezvous/socket.hpp"
 
@@ -14,7 +15,7 @@ namespace dcomm::rdzv {
 
 class ClientConnection {
  public:
-  ClientConnection(std::string host, uint16_t port, std::string secret);
+  ClientConnection(std::string host, uint16_t port, Hello hello);
 
   /// "tcp://host:port".
   const std::string& url() const { return url_; }
@@ -39,7 +40,7 @@ class ClientConnection {
 
   std::string host_;
   uint16_t port_;
-  std::string secret_;
+  Hello hello_;
   std::string url_;
   Fd fd_;
 };

@@ -8,6 +8,8 @@
 #include <dcomm/init.hpp>
 #include <dcomm/store.hpp>
 
+#include "rendezvous/failure_record.hpp"
+
 #include <cstdint>
 #include <string>
 
@@ -23,7 +25,9 @@ inline constexpr const char* kJoinedKey = "rdzv/joined";
 
 /// Joins through store within timeout. `own_error`, when not empty, is this process's configuration error: it is
 /// published so that every peer fails with it, then thrown here as InvalidUsageError. Throws TimeoutError naming
-/// how many joined ("3/4 ranks joined after 30.0 s") when peers are missing.
-Joined join_world(const Identity& declared, const std::string& own_error, Store& store, Duration timeout);
+/// how many joined ("3/4 ranks joined after 30.0 s; rank(s) 2 never joined") when peers are missing. With a
+/// `watch`, a rank recorded as failed (dcomm-run records a rank that died) fails the join at once, naming it.
+Joined join_world(const Identity& declared, const std::string& own_error, Store& store, Duration timeout,
+                  const FailureWatch& watch = {});
 
 }  // namespace dcomm::rdzv

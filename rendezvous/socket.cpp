@@ -87,6 +87,24 @@ std::vector<Resolved> resolve(const std::string& host, uint16_t port, bool passi
   return out;
 }
 
+bool is_loopback_host(const std::string& host) {
+  if (host.empty()) return false;
+  std::string error;
+  auto addrs = resolve(host, 0, /*passive=*/false, &error);
+  if (addrs.empty()) return false;
+  for (const auto& a : addrs) {
+    if (a.family == AF_INET) {
+      uint32_t ip = ntohl(reinterpret_cast<const sockaddr_in*>(&a.addr)->sin_addr.s_addr);
+      if ((ip >> 24) != 127) return false;
+    } else if (a.family == AF_INET6) {
+      if (!IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(&a.addr)->sin6_addr)) return false;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
 void set_nonblocking(int fd) {
   int flags = ::fcntl(fd, F_GETFL, 0);
   if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) throw SystemError("fcntl(O_NONBLOCK)", errno);

@@ -50,6 +50,9 @@ struct Resolved {
 };
 std::vector<Resolved> resolve(const std::string& host, uint16_t port, bool passive, std::string* error);
 
+/// Whether every address host resolves to is a loopback one (127.0.0.0/8, ::1): "localhost", "127.0.0.1".
+bool is_loopback_host(const std::string& host);
+
 void set_nonblocking(int fd);
 void set_nodelay(int fd);
 

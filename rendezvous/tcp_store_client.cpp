@@ -28,7 +28,7 @@ constexpr auto kMissingProbeTimeout = std::chrono::seconds(2);
 class TcpStoreClient final : public Store {
  public:
   TcpStoreClient(const std::string& host, uint16_t port, const TcpStoreOptions& opts)
-      : opts_(opts), timeout_(opts.timeout), conn_(host, port, rdzv::resolve_secret(opts.secret)) {
+      : opts_(opts), timeout_(opts.timeout), conn_(host, port, {rdzv::resolve_secret(opts.secret), {opts.run_id, opts.world_size}}) {
     std::lock_guard<std::mutex> lock(mu_);
     conn_.connect(opts.timeout);
   }

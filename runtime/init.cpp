@@ -41,14 +41,18 @@ std::shared_ptr<ProcessGroup> init(const InitOptions& options) {
   transport::MeshOptions mesh_options;
   mesh_options.timeout = boot.timeout;
   mesh_options.forced_transport = options.transport;
+  mesh_options.failure_store = boot.failure_store;
 
   auto world = std::make_shared<runtime::World>();
   world->identity = id;
   world->store = boot.store;
   world->server = std::move(boot.server);
   world->timeout = boot.timeout;
+  world->failure_store = boot.failure_store;
   world->mesh = transport::Mesh::create(make_prefix_store("mesh/", boot.store), self, id.world_size, mesh_options);
   set_wait_policy(*world->mesh, id);
+  world->responder = std::make_unique<runtime::HangResponder>(world->failure_store, world->recorders, id.rank,
+                                                              id.world_size);
 
   coll::GroupView view;
   view.mesh = world->mesh;

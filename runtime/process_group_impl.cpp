@@ -5,6 +5,7 @@
 #include <dcomm/error.hpp>
 
 #include "collectives/validate.hpp"
+#include "rendezvous/failure_record.hpp"
 #include "runtime/cuda/device.hpp"
 #include "runtime/cuda/stream_order.hpp"
 #include "transports/tags.hpp"
@@ -22,7 +23,37 @@ ProcessGroupImpl::ProcessGroupImpl(std::shared_ptr<World> world, coll::GroupView
       streams_(world_->timeout == kNoTimeout ? kNoTimeout : world_->timeout + std::chrono::seconds(10)) {
   world_to_group_.assign(static_cast<std::size_t>(world_->identity.world_size), -1);
   for (int g = 0; g < view_.size; ++g) world_to_group_[static_cast<std::size_t>(view_.world_ranks[g])] = g;
+  recorder_ = world_->recorders->add(view_.context, view_.world_ranks);
   engine_ = coll::Engine::create(view_);
+}
+
+void ProcessGroupImpl::run_recorded(const coll::Args& args, const std::string& algorithm, const Deadline& deadline,
+                                    uint64_t seq, std::string_view problem) {
+  recorder_->begin(seq, args.coll, args.send.count != 0 ? args.send.dtype : args.recv.dtype,
+                   std::max(args.send.count, args.recv.count), args.root);
+  try {
+    engine_->run(args, algorithm, deadline, seq, problem);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::kTimeout || !world_->failure_store) {
+      recorder_->end(false);
+      throw;
+    }
+    // Which ranks never reached this call: asked of every rank (or read from the first asker's report). This
+    // call stays "running" in the recorder meanwhile: that is where this rank is.
+    std::string report = report_hang(*world_->failure_store, *world_->recorders, *recorder_, *world_->mesh, seq);
+    recorder_->end(false);
+    std::string text = e.what();
+    // The rank that holds up the call leads, as for a death (docs/errors.md, blame rules).
+    auto root = rdzv::read_failure(*world_->failure_store);
+    if (root && root->rank != world_->identity.rank && text.find("failed first") == std::string::npos) {
+      text = fmt::format("rank {} failed first: {}; this rank saw: {}", root->rank, root->describe(), text);
+    }
+    throw TimeoutError(fmt::format("{}; flight recorder: {}", text, report));
+  } catch (...) {
+    recorder_->end(false);
+    throw;
+  }
+  recorder_->end(true);
 }
 
 ProcessGroupImpl::~ProcessGroupImpl() = default;
@@ -119,13 +150,14 @@ WorkPtr ProcessGroupImpl::submit(coll::Args args, const CollectiveOptions& opts)
   args.send.device = args.recv.device = device;
   args.send.detect_device = args.recv.detect_device = false;
   check_usable(name);
+  args.chosen_algorithm = recorder_->algorithm_slot();
   uint64_t seq = seq_.fetch_add(1);
   Duration timeout = opts.timeout == kDefaultTimeout ? world_->timeout : opts.timeout;
   if (device.is_host() && !opts.async_op && executor_.try_enter_inline()) {
     // Nothing queued ahead: run on the caller's thread, without a task object, a hand-off or a handle of its own
     // (a failure is thrown, so the handle returned is always a completed one).
     try {
-      engine_->run(args, opts.algorithm, Deadline::after(timeout), seq, problem);
+      run_recorded(args, opts.algorithm, Deadline::after(timeout), seq, problem);
     } catch (...) {
       executor_.leave_inline();
       throw;
@@ -136,12 +168,11 @@ WorkPtr ProcessGroupImpl::submit(coll::Args args, const CollectiveOptions& opts)
   auto work = std::make_shared<CollectiveWork>(std::string(name) + ' ' + label_ + " (call " + std::to_string(seq) + ')',
                                                world_->timeout);
   std::string algorithm = opts.algorithm;
-  coll::Engine* engine = engine_.get();
   Executor::Task task;
   if (device.is_host()) {
     // The deadline starts when the collective starts running, not when it was queued behind others.
-    task = [engine, args = std::move(args), algorithm, timeout, seq, problem = std::move(problem)] {
-      engine->run(args, algorithm, Deadline::after(timeout), seq, problem);
+    task = [this, args = std::move(args), algorithm, timeout, seq, problem = std::move(problem)] {
+      run_recorded(args, algorithm, Deadline::after(timeout), seq, problem);
     };
   } else {
     // The collective waits (without blocking the caller) for the work already queued on the caller's stream,
@@ -149,10 +180,10 @@ WorkPtr ProcessGroupImpl::submit(coll::Args args, const CollectiveOptions& opts)
     StreamOrder& order = streams_.get(device);
     uint64_t ticket = order.record_input(opts.stream);
     work->set_stream_waiter([&order, ticket](void* stream) { order.complete_on(ticket, stream); });
-    task = [engine, args = std::move(args), algorithm, timeout, seq, &order, ticket, what = work->what()] {
+    task = [this, args = std::move(args), algorithm, timeout, seq, &order, ticket, what = work->what()] {
       Deadline deadline = Deadline::after(timeout);
       CollectiveScope scope(order, ticket, deadline, what);
-      engine->run(args, algorithm, deadline, seq);
+      run_recorded(args, algorithm, deadline, seq);
     };
   }
   executor_.submit(work, std::move(task), opts.async_op);

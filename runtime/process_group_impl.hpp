@@ -15,6 +15,8 @@
 #include "rendezvous/bootstrap.hpp"
 #include "runtime/cuda/stream_order.hpp"
 #include "runtime/executor.hpp"
+#include "runtime/flight_recorder.hpp"
+#include "runtime/hang_report.hpp"
 
 namespace dcomm::runtime {
 
@@ -26,7 +28,12 @@ struct World {
   std::unique_ptr<TcpStoreServer> server;
   std::shared_ptr<transport::Mesh> mesh;
   Duration timeout{};
+  /// Where the root cause and the flight recorder's reports go (rdzv::Bootstrap::failure_store); may be null.
+  std::shared_ptr<Store> failure_store;
+  std::shared_ptr<FlightRecorders> recorders = std::make_shared<FlightRecorders>();
+  std::unique_ptr<HangResponder> responder;
   ~World() {
+    responder.reset();  // before the store it talks to goes away
     if (mesh) mesh->close();
     if (server) server->stop();
   }
@@ -76,6 +83,10 @@ class ProcessGroupImpl : public ProcessGroup, public std::enable_shared_from_thi
  private:
   /// Validates, numbers and runs (or queues) one collective.
   WorkPtr submit(coll::Args args, const CollectiveOptions& opts);
+  /// Runs one collective under the flight recorder; a timeout gets the report of where every rank is. `problem`:
+  /// a caller mistake found here, which the engine fails on every rank (coll::Engine::run).
+  void run_recorded(const coll::Args& args, const std::string& algorithm, const Deadline& deadline, uint64_t seq,
+                    std::string_view problem = {});
   /// Validates and posts one send or receive (`peer` may be kAnySource for receives).
   WorkPtr post_p2p(bool is_send, const Buffer& buf, int peer, int tag, const P2POptions& opts);
   /// Builds the subgroup whose members (world ranks, in group-rank order) include this rank.
@@ -89,6 +100,7 @@ class ProcessGroupImpl : public ProcessGroup, public std::enable_shared_from_thi
   std::string label_;  // "rank 2/4" or "rank 1/2 of group 3", for error messages
   std::shared_ptr<Store> store_;
   std::unique_ptr<coll::Engine> engine_;
+  std::shared_ptr<FlightRecorder> recorder_;
   std::vector<int> world_to_group_;  // -1 for world ranks outside the group
   std::atomic<uint64_t> seq_{0};     // collectives issued on this group
   std::atomic<uint64_t> rounds_{0};  // split / new_group calls on this group

@@ -2,8 +2,10 @@
 """Plots dcomm-bench results: bus bandwidth and latency against message size, one line per algorithm or library,
 one row of panels per collective, into one PNG.
 
-    tools/plot_bench.py results.json [more.json ...] -o bench.png [--collectives all_reduce,broadcast]
-    tools/plot_bench.py results.json --markdown 8,2K,2M     # a Markdown table of the same rows, no plot
+    dcomm-plot results.json [more.json ...] -o bench.png [--collectives all_reduce,broadcast]
+    dcomm-plot results.json --markdown 8,2K,2M     # a Markdown table of the same rows, no plot
+
+Installed as dcomm-plot next to dcomm-run and dcomm-bench; in the source tree it is tools/plot_bench.py.
 
 Reads the JSON that `dcomm-bench --json` writes (docs/benchmark.md). Needs matplotlib (Debian: python3-matplotlib,
 which is why this runs under /usr/bin/python3); draws with the Agg backend, so no display is needed.
@@ -14,17 +16,34 @@ import sys
 from collections import OrderedDict
 
 
+PROG = "dcomm-plot"
+
+
 def load_rows(paths):
     rows = []
     for path in paths:
-        with open(path) as f:
-            doc = json.load(f)
+        doc = read_results(path)
         world = doc.get("world_size")
         for r in doc["results"]:
             if r.get("skipped") is None and r["collective"] != "barrier" and r["bytes"] > 0:
                 r["world_size"] = r.get("world_size", world)
                 rows.append(r)
     return rows
+
+
+def read_results(path):
+    """One dcomm-bench --json document; a file that is missing or not such a document ends the program with one
+    line that names it."""
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except OSError as e:
+        sys.exit(f"{PROG}: error: cannot read {path}: {e.strerror}")
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        sys.exit(f"{PROG}: error: {path} is not JSON ({e}); give the file dcomm-bench --json wrote")
+    if not isinstance(doc, dict) or not isinstance(doc.get("results"), list):
+        sys.exit(f"{PROG}: error: {path} has no \"results\" list; give the file dcomm-bench --json wrote")
+    return doc
 
 
 def series(rows, collective, stat="mean"):
@@ -75,7 +94,7 @@ def markdown(rows, colls, sizes, stat):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     ap.add_argument("json", nargs="+", help="dcomm-bench --json output files")
     ap.add_argument("-o", "--output", help="PNG to write")
     ap.add_argument("--markdown", help="print a Markdown table at these sizes (e.g. 8,2K,2M) instead of plotting")
@@ -85,8 +104,8 @@ def main():
     args = ap.parse_args()
     if not args.output and not args.markdown:
         ap.error("give -o OUT.png or --markdown SIZES")
+    rows = load_rows(args.json)
     if args.markdown:
-        rows = load_rows(args.json)
         present = list(OrderedDict((r["collective"], None) for r in rows))
         colls = [c for c in (args.collectives.split(",") if args.collectives else present) if c in present]
         print(markdown(rows, colls, [parse_size(s) for s in args.markdown.split(",")], args.time))
@@ -96,14 +115,13 @@ def main():
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        sys.exit("plot_bench.py: error: matplotlib is missing (Debian: apt-get install python3-matplotlib)")
+        sys.exit(f"{PROG}: error: matplotlib is missing (Debian: apt-get install python3-matplotlib)")
 
-    rows = load_rows(args.json)
     present = list(OrderedDict((r["collective"], None) for r in rows))
     colls = args.collectives.split(",") if args.collectives else present
     colls = [c for c in colls if c in present]
     if not colls:
-        sys.exit("plot_bench.py: error: no results to plot (every row skipped, or no such collective)")
+        sys.exit(f"{PROG}: error: no results to plot (every row skipped, or no such collective)")
 
     fig, axes = plt.subplots(len(colls), 2, figsize=(13, 3.6 * len(colls)), squeeze=False)
     for row_axes, coll in zip(axes, colls):
@@ -125,7 +143,7 @@ def main():
         lat_ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     fig.savefig(args.output, dpi=90)
-    print(f"plot_bench.py: wrote {args.output} ({len(colls)} collectives, {len(rows)} rows)")
+    print(f"{PROG}: wrote {args.output} ({len(colls)} collectives, {len(rows)} rows)")
 
 
 if __name__ == "__main__":

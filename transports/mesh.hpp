@@ -59,6 +59,9 @@ struct MeshOptions {
   /// Copies device buffers to and from pinned host chunks, for peers only a host transport reaches; null: the
   /// build's (staging::default_stager(): CUDA's, or none).
   std::shared_ptr<staging::Stager> stager;
+  /// Where the world's root cause is recorded (rendezvous/failure_record.hpp): read by waits to blame the rank
+  /// that failed first, written when this rank sees a peer's process exit. Null: errors name what this rank saw.
+  std::shared_ptr<Store> failure_store;
 };
 
 class Mesh {

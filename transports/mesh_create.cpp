@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <random>
+#include <thread>
 
 #include "common/env.hpp"
 #include "common/log.hpp"
@@ -21,9 +22,13 @@
 namespace dcomm::transport {
 namespace {
 
+// Starts with dcomm-run's run id when there is one: shared-memory segments are named after the world id, and
+// dcomm-run removes the ones of its run that a rank killed during setup left in /dev/shm.
 std::string random_world_id(const PeerInfo& self, int64_t round) {
   std::random_device rd;
-  return fmt::format("{}-{}-{}-{:08x}", self.pid != 0 ? self.pid : ::getpid(), round, rd() & 0xFFFF, rd());
+  std::string run = env::get("DCOMM_RUN_ID").value_or("");
+  return fmt::format("{}{}{}-{}-{}-{:08x}", run, run.empty() ? "" : "-", self.pid != 0 ? self.pid : ::getpid(), round,
+                     rd() & 0xFFFF, rd());
 }
 
 std::string built_transports() {
@@ -112,6 +117,24 @@ std::vector<Transport*> choose_device_routes(const std::vector<std::unique_ptr<T
   return route;
 }
 
+// Setup failed with `error`; when another rank failed first (rendezvous/failure_record.hpp), the error it led to
+// here (a refused UCX endpoint, a segment gone, a survivor that left) is told after that rank. The record may
+// come a moment after the symptom (dcomm-run reaps the dead rank within milliseconds), so it is waited for
+// briefly: this rank is failing anyway, and naming the right rank is worth a fraction of a second.
+std::string blame_setup_failure(Store* failures, int self, const std::string& error) {
+  constexpr auto kWaitForRecord = std::chrono::milliseconds(500);
+  if (failures == nullptr || error.find("failed first") != std::string::npos) return {};
+  Deadline deadline = Deadline::after(kWaitForRecord);
+  for (;;) {
+    auto root = rdzv::read_failure(*failures);
+    if (root && root->rank != self) {
+      return fmt::format("rank {} failed first: {}; this rank then saw: {}", root->rank, root->describe(), error);
+    }
+    if (deadline.expired()) return {};
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
 }  // namespace
 
 std::shared_ptr<Mesh> Mesh::create(std::shared_ptr<Store> store, const PeerInfo& self, int world_size,
@@ -126,14 +149,16 @@ std::shared_ptr<Mesh> Mesh::create(std::shared_ptr<Store> store, const PeerInfo&
   // apart without any other coordination.
   int64_t round = (store->add("mesh/rounds", 1) - 1) / world_size;
   std::string prefix = fmt::format("mesh/{}/", round);
+  rdzv::FailureWatch watch{options.failure_store.get(), self.rank};
   if (self.rank == 0) store->set(prefix + "world_id", random_world_id(self, round));
-  store->wait({prefix + "world_id"}, deadline.remaining());
+  rdzv::wait_watching_failures(*store, {prefix + "world_id"}, deadline, watch, what);
 
   TransportContext ctx;
   ctx.self = self;
   ctx.world_size = world_size;
   ctx.timeout = options.timeout;
   ctx.world_id = store->get_string(prefix + "world_id");
+  ctx.failures = watch;
   std::string forced = options.forced_transport;
   if (forced.empty()) forced = env::get("DCOMM_TRANSPORT").value_or("");
   auto stager = options.stager ? options.stager : staging::default_stager();
@@ -151,7 +176,7 @@ std::shared_ptr<Mesh> Mesh::create(std::shared_ptr<Store> store, const PeerInfo&
       mine.transports.emplace_back(t->name());
     }
     store->set(rank_key(prefix + "peer", self.rank), encode_peer(mine));
-    wait_for_ranks(*store, prefix + "peer", world_size, deadline, what, "publish their peer info");
+    wait_for_ranks(*store, prefix + "peer", world_size, deadline, what, "publish their peer info", watch);
     std::vector<PeerRecord> records;
     for (int r = 0; r < world_size; ++r) {
       std::string key = rank_key(prefix + "peer", r);
@@ -179,7 +204,7 @@ std::shared_ptr<Mesh> Mesh::create(std::shared_ptr<Store> store, const PeerInfo&
     }
     std::erase(transports, nullptr);
     store->set(rank_key(prefix + "ready", self.rank), std::string("1"));
-    wait_for_ranks(*store, prefix + "ready", world_size, deadline, what, "finish connecting");
+    wait_for_ranks(*store, prefix + "ready", world_size, deadline, what, "finish connecting", watch);
 
     std::vector<PeerInfo> infos;
     for (auto& rec : records) infos.push_back(rec.info);
@@ -188,7 +213,20 @@ std::shared_ptr<Mesh> Mesh::create(std::shared_ptr<Store> store, const PeerInfo&
     }
     return std::make_shared<MeshImpl>(std::move(infos), self.rank, std::move(transports), std::move(route),
                                       options, std::move(device_route));
+  } catch (const Error& e) {
+    // The world failed: close without waiting on peers (a UCX endpoint whose connect failed must not be flushed).
+    for (auto& t : transports) {
+      if (t) t->abandon();
+    }
+    close_all();
+    if (e.code() == ErrorCode::kInvalidUsage) throw;
+    std::string blamed = blame_setup_failure(options.failure_store.get(), self.rank, e.what());
+    if (blamed.empty()) throw;
+    std::rethrow_exception(make_error(e.code() == ErrorCode::kTimeout ? e.code() : ErrorCode::kRemoteError, blamed));
   } catch (...) {
+    for (auto& t : transports) {
+      if (t) t->abandon();
+    }
     close_all();
     throw;
   }

@@ -217,7 +217,9 @@ void MeshImpl::close() noexcept {
   closed_ = true;
   {
     std::lock_guard<std::mutex> plock(poison_mu_);
-    if (!poison_) {
+    if (poison_) {
+      for (auto& t : transports_) t->abandon();
+    } else {
       poison_ = std::make_exception_ptr(
           AbortedError(fmt::format("rank {}/{}: the mesh was closed (the process group was destroyed or aborted)",
                                    rank_, size())));

@@ -6,10 +6,12 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include <dcomm/error.hpp>
 
+#include "rendezvous/failure_record.hpp"
 #include "transports/matcher.hpp"
 #include "transports/mesh.hpp"
 #include "transports/self_channel.hpp"
@@ -56,8 +58,21 @@ class MeshImpl final : public Mesh, private ArrivalSink {
   void throw_if_poisoned() const;
   void check_args(const char* op, int peer, uint64_t tag, const void* data, std::size_t bytes, const Device& device,
                   bool any_source_ok);
-  /// Failure of a request's peer(s) as the transports see it; empty while they look alive. Caller holds mu_.
-  std::string peer_failure_locked(const Request& r);
+  /// Why a wait must fail now (mesh_blame.cpp): the recorded root cause when another rank failed first, then
+  /// what the transports see of the request's peer(s); nullopt while everything looks alive. Caller holds mu_.
+  struct Blame {
+    ErrorCode code;
+    std::string text;
+    int rank;  ///< the rank blamed
+  };
+  std::optional<Blame> blame_locked(const Request& r);
+  /// An op's own failure `error`, led by the recorded root cause when that is another rank than r.peer.
+  std::string explain_op_failure(const Request& r, const std::string& error);
+  /// Records peer p as the root cause when its process on this host has exited. Caller holds mu_.
+  void record_exit_locked(int p, const std::string& why);
+  /// The recorded root cause, unless none is recorded or it names this rank.
+  std::optional<rdzv::FailureRecord> root_cause();
+  static std::string blame_text(const rdzv::FailureRecord& root, const std::string& seen);
   /// "recv from rank 1 tag 7 over shm (4.0 MiB)"
   std::string describe(const Request& r) const;
   [[noreturn]] void fail_wait(std::exception_ptr cause);

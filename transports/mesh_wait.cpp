@@ -34,19 +34,6 @@ std::string MeshImpl::describe(const Request& r) const {
                      describe_tag(r.tag), over, format_bytes(r.capacity));
 }
 
-std::string MeshImpl::peer_failure_locked(const Request& r) {
-  if (closed_) return {};
-  // Every failed peer is named: for an any-source receive, the first one found may only have closed in
-  // reaction to the real cause, another rank's death.
-  std::string all;
-  for (int p = 0; p < size(); ++p) {
-    if (p == rank_ || (r.peer != kAnySource && p != r.peer)) continue;
-    std::string why = route(p)->peer_failure(p);
-    if (!why.empty()) all.append(all.empty() ? "" : "; ").append(fmt::format("rank {} is gone: {}", p, why));
-  }
-  return all;
-}
-
 void MeshImpl::fail_wait(std::exception_ptr cause) {
   poison(cause);
   std::rethrow_exception(cause);
@@ -66,7 +53,7 @@ void MeshImpl::wait(Request& r, const Deadline& deadline, std::string_view what)
     if (r.op->done()) break;
     if (is_poisoned_.load(std::memory_order_acquire)) std::rethrow_exception(poisoned());
     bool moved = false;
-    std::string dead;
+    std::optional<Blame> dead;
     {
       std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
       if (lock.owns_lock()) {
@@ -76,17 +63,17 @@ void MeshImpl::wait(Request& r, const Deadline& deadline, std::string_view what)
           if (next_liveness == Clock::time_point{}) {
             next_liveness = now + options_.liveness_interval;
           } else if (now >= next_liveness) {
-            dead = peer_failure_locked(r);
+            dead = blame_locked(r);
             next_liveness = now + options_.liveness_interval;
           }
         }
       }
     }
     if (r.op->done()) break;
-    if (!dead.empty()) {
-      fail_wait(make_error(ErrorCode::kRemoteError,
-                           fmt::format("{}: {} failed after {}: {}; check that rank's log", what, describe(r),
-                                       format_duration(deadline.elapsed()), dead)));
+    if (dead) {
+      fail_wait(make_error(dead->code, fmt::format("{}: {} failed after {}: {}; check rank {}'s log", what,
+                                                   describe(r), format_duration(deadline.elapsed()), dead->text,
+                                                   dead->rank)));
     }
     if (++polls % kClockEvery == 0 && deadline.expired()) {
       std::string peer_hint = r.peer == kAnySource
@@ -116,9 +103,10 @@ void MeshImpl::wait(Request& r, const Deadline& deadline, std::string_view what)
   try {
     std::rethrow_exception(cause);
   } catch (const Error& e) {
-    auto wrapped = make_error(e.code(), fmt::format("{}: {}", what, e.what()));
-    if (e.code() == ErrorCode::kInvalidUsage) std::rethrow_exception(wrapped);
-    fail_wait(wrapped);
+    if (e.code() == ErrorCode::kInvalidUsage) {
+      std::rethrow_exception(make_error(e.code(), fmt::format("{}: {}", what, e.what())));
+    }
+    fail_wait(make_error(e.code(), fmt::format("{}: {}", what, explain_op_failure(r, e.what()))));
   } catch (const std::exception& e) {
     fail_wait(make_error(ErrorCode::kInternal, fmt::format("{}: {}: {}", what, describe(r), e.what())));
   }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "rendezvous/failure_record.hpp"
 #include "transports/transport.hpp"
 
 namespace dcomm::transport {
@@ -17,6 +18,7 @@ struct TransportContext {
   int world_size = 0;
   Duration timeout = std::chrono::seconds(300);
   std::string world_id;  ///< unique per world (and restart round): names shared-memory segments, loopback worlds
+  rdzv::FailureWatch failures;  ///< where setup waits look for a rank that failed (MeshOptions::failure_store)
 };
 
 struct TransportEntry {

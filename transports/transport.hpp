@@ -118,6 +118,9 @@ class Transport {
   virtual std::string peer_failure(int peer) = 0;
   /// Releases everything. No calls follow. Never throws.
   virtual void close() noexcept = 0;
+  /// Called before close() when the world has failed: nothing in flight needs delivering any more, so close()
+  /// must not wait on any peer (a stopped peer would hold it for its whole flush budget).
+  virtual void abandon() noexcept {}
 };
 
 }  // namespace dcomm::transport

@@ -38,4 +38,11 @@ double cost_all_gather_bruck(const CostParams& p, double n, int size) {
   return size > 1 && gather_rides(n / size, size) ? own : own + call_check_cost(p, size);
 }
 
+namespace {
+// This algorithm's row of the table (collectives/registry.hpp), registered before main().
+const Registration kRow{{Collective::kAllGather, "bruck",
+                         "Bruck's log-round all-gather for any group size; small ones ride on the call check",
+                         supports_any, run_all_gather_bruck, cost_all_gather_bruck, true}};
+}  // namespace
+
 }  // namespace dcomm::coll

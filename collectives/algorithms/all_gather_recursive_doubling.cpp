@@ -24,4 +24,10 @@ double cost_all_gather_recursive_doubling(const CostParams& p, double n, int siz
   return t;
 }
 
+namespace {
+// This algorithm's row of the table (collectives/registry.hpp), registered before main().
+const Registration kRow{{Collective::kAllGather, "recursive_doubling", "recursive doubling, non-powers of two folded",
+                         supports_any, run_all_gather_recursive_doubling, cost_all_gather_recursive_doubling}};
+}  // namespace
+
 }  // namespace dcomm::coll

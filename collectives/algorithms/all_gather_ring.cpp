@@ -19,4 +19,10 @@ double cost_all_gather_ring(const CostParams& p, double n, int size) {
   return (size - 1) * p.alpha + fraction(size) * n * p.beta;
 }
 
+namespace {
+// This algorithm's row of the table (collectives/registry.hpp), registered before main().
+const Registration kRow{{Collective::kAllGather, "ring", "ring, pipelined; bandwidth-optimal", supports_any,
+                         run_all_gather_ring, cost_all_gather_ring}};
+}  // namespace
+
 }  // namespace dcomm::coll

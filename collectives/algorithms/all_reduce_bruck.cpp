@@ -25,4 +25,11 @@ double cost_all_reduce_bruck(const CostParams& p, double n, int size) {
   return log2_rounds(size) * p.alpha + others * n * (p.beta + 3 * p.gamma);
 }
 
+namespace {
+// This algorithm's row of the table (collectives/registry.hpp), registered before main().
+const Registration kRow{{Collective::kAllReduce, "bruck",
+                         "every rank gathers all inputs (Bruck) riding on the call check, reduces in rank order",
+                         supports_any, run_all_reduce_bruck, cost_all_reduce_bruck, true}};
+}  // namespace
+
 }  // namespace dcomm::coll

@@ -54,4 +54,11 @@ double cost_all_reduce_butterfly(const CostParams& p, double n, int size) {
   return t;
 }
 
+namespace {
+// This algorithm's row of the table (collectives/registry.hpp), registered before main().
+const Registration kRow{{Collective::kAllReduce, "butterfly",
+                         "recursive doubling, non-powers of two folded; latency-optimal", supports_any,
+                         run_all_reduce_butterfly, cost_all_reduce_butterfly}};
+}  // namespace
+
 }  // namespace dcomm::coll

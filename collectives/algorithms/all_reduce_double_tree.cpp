@@ -92,4 +92,10 @@ double cost_all_reduce_double_tree(const CostParams& p, double n, int size) {
   return 2.0 * (log2_rounds(size) + k - 1.0) * (p.alpha + n / k * p.beta) + n * p.gamma;
 }
 
+namespace {
+// This algorithm's row of the table (collectives/registry.hpp), registered before main().
+const Registration kRow{{Collective::kAllReduce, "double_tree", "two complementary binary trees, pipelined (NCCL tree)",
+                         supports_any, run_all_reduce_double_tree, cost_all_reduce_double_tree}};
+}  // namespace
+
 }  // namespace dcomm::coll

@@ -32,4 +32,11 @@ double cost_all_reduce_one_to_all(const CostParams& p, double n, int size) {
   return 2.0 * (size - 1) * (p.alpha + n * p.beta) + (size - 1) * n * p.gamma;
 }
 
+namespace {
+// This algorithm's row of the table (collectives/registry.hpp), registered before main().
+const Registration kRow{{Collective::kAllReduce, "one_to_all",
+                         "everyone to rank 0, rank 0 back to everyone (parameter server)", supports_any,
+                         run_all_reduce_one_to_all, cost_all_reduce_one_to_all}};
+}  // namespace
+
 }  // namespace dcomm::coll

@@ -26,4 +26,11 @@ double cost_all_reduce_rabenseifner(const CostParams& p, double n, int size) {
   return t;
 }
 
+namespace {
+// This algorithm's row of the table (collectives/registry.hpp), registered before main().
+const Registration kRow{{Collective::kAllReduce, "rabenseifner",
+                         "recursive halving reduce-scatter, recursive doubling all-gather", supports_any,
+                         run_all_reduce_rabenseifner, cost_all_reduce_rabenseifner}};
+}  // namespace
+
 }  // namespace dcomm::coll

@@ -21,4 +21,11 @@ double cost_all_reduce_ring(const CostParams& p, double n, int size) {
   return 2.0 * (size - 1) * p.alpha + 2.0 * fraction(size) * n * p.beta + fraction(size) * n * p.gamma;
 }
 
+namespace {
+// This algorithm's row of the table (collectives/registry.hpp), registered before main().
+const Registration kRow{{Collective::kAllReduce, "ring",
+                         "ring reduce-scatter then ring all-gather, pipelined; bandwidth-optimal", supports_any,
+                         run_all_reduce_ring, cost_all_reduce_ring}};
+}  // namespace
+
 }  // namespace dcomm::coll

@@ -136,4 +136,11 @@ double cost_all_reduce_shm_direct(const CostParams& p, double n, int size) {
   return 2.0 * log2_rounds(size) * p.alpha + (1.0 + 2.0 * fraction(size)) * n * p.gamma + call_check_cost(p, size);
 }
 
+namespace {
+// This algorithm's row of the table (collectives/registry.hpp), registered before main().
+const Registration kRow{{Collective::kAllReduce, "shm_direct",
+                         "one node: each rank reduces its slice straight from the others' shared memory",
+                         supports_all_reduce_shm_direct, run_all_reduce_shm_direct, cost_all_reduce_shm_direct, true}};
+}  // namespace
+
 }  // namespace dcomm::coll

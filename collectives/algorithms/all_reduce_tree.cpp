@@ -19,4 +19,11 @@ double cost_all_reduce_tree(const CostParams& p, double n, int size) {
   return 2.0 * l * (p.alpha + n * p.beta) + l * n * p.gamma;
 }
 
+namespace {
+// This algorithm's row of the table (collectives/registry.hpp), registered before main().
+const Registration kRow{{Collective::kAllReduce, "tree",
+                         "binomial reduce to rank 0, then binomial broadcast; few rounds", supports_any,
+                         run_all_reduce_tree, cost_all_reduce_tree}};
+}  // namespace
+
 }  // namespace dcomm::coll

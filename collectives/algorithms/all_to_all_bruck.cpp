@@ -30,4 +30,11 @@ double cost_all_to_all_bruck(const CostParams& p, double n, int size) {
   return log2_rounds(size) * p.alpha + (size - 1) * n * (p.beta + p.gamma);
 }
 
+namespace {
+// This algorithm's row of the table (collectives/registry.hpp), registered before main().
+const Registration kRow{{Collective::kAllToAll, "bruck",
+                         "every rank gathers all send buffers (Bruck) on the call check's rounds (small, regular)",
+                         supports_regular, run_all_to_all_bruck, cost_all_to_all_bruck, true}};
+}  // namespace
+
 }  // namespace dcomm::coll

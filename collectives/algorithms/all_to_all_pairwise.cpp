@@ -45,4 +45,11 @@ double cost_all_to_all_pairwise(const CostParams& p, double n, int size) {
   return (size - 1) * p.alpha + fraction(size) * n * p.beta;
 }
 
+namespace {
+// This algorithm's row of the table (collectives/registry.hpp), registered before main().
+const Registration kRow{{Collective::kAllToAll, "pairwise",
+                         "P-1 rounds of pairwise exchange (all_to_all and all_to_all_v)", supports_any,
+                         run_all_to_all_pairwise, cost_all_to_all_pairwise}};
+}  // namespace
+
 }  // namespace dcomm::coll

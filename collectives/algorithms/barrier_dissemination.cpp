@@ -25,4 +25,11 @@ double cost_barrier_dissemination(const CostParams& p, double /*bytes*/, int siz
   return log2_rounds(size) * p.alpha;
 }
 
+namespace {
+// This algorithm's row of the table (collectives/registry.hpp), registered before main().
+const Registration kRow{{Collective::kBarrier, "dissemination",
+                         "log P rounds of tokens at doubling distances (the call check's own)", supports_any,
+                         run_barrier_dissemination, cost_barrier_dissemination, true}};
+}  // namespace
+
 }  // namespace dcomm::coll

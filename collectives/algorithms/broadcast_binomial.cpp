@@ -16,4 +16,10 @@ double cost_broadcast_binomial(const CostParams& p, double n, int size) {
   return log2_rounds(size) * (p.alpha + n * p.beta);
 }
 
+namespace {
+// This algorithm's row of the table (collectives/registry.hpp), registered before main().
+const Registration kRow{{Collective::kBroadcast, "binomial", "binomial tree from the root", supports_any,
+                         run_broadcast_binomial, cost_broadcast_binomial}};
+}  // namespace
+
 }  // namespace dcomm::coll

@@ -37,4 +37,10 @@ double cost_broadcast_chain(const CostParams& p, double n, int size) {
   return (size - 2 + k) * (p.alpha + n / k * p.beta);
 }
 
+namespace {
+// This algorithm's row of the table (collectives/registry.hpp), registered before main().
+const Registration kRow{{Collective::kBroadcast, "chain", "pipelined chain from the root", supports_any,
+                         run_broadcast_chain, cost_broadcast_chain}};
+}  // namespace
+
 }  // namespace dcomm::coll

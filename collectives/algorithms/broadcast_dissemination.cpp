@@ -22,4 +22,11 @@ double cost_broadcast_dissemination(const CostParams& p, double n, int size) {
   return broadcast_rides(n) ? own : own + call_check_cost(p, size);
 }
 
+namespace {
+// This algorithm's row of the table (collectives/registry.hpp), registered before main().
+const Registration kRow{{Collective::kBroadcast, "dissemination",
+                         "the root's data spreads on the call check's rounds (small messages)", supports_any,
+                         run_broadcast_dissemination, cost_broadcast_dissemination, true}};
+}  // namespace
+
 }  // namespace dcomm::coll

@@ -39,4 +39,11 @@ double cost_broadcast_scatter_allgather(const CostParams& p, double n, int size)
   return (log2_rounds(size) + size - 1) * p.alpha + 2.0 * fraction(size) * n * p.beta;
 }
 
+namespace {
+// This algorithm's row of the table (collectives/registry.hpp), registered before main().
+const Registration kRow{{Collective::kBroadcast, "scatter_allgather",
+                         "binomial scatter then ring all-gather (van de Geijn)", supports_any,
+                         run_broadcast_scatter_allgather, cost_broadcast_scatter_allgather}};
+}  // namespace
+
 }  // namespace dcomm::coll

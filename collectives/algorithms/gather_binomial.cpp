@@ -42,4 +42,10 @@ double cost_gather_binomial(const CostParams& p, double n, int size) {
   return log2_rounds(size) * p.alpha + fraction(size) * n * p.beta + n * p.gamma;
 }
 
+namespace {
+// This algorithm's row of the table (collectives/registry.hpp), registered before main().
+const Registration kRow{{Collective::kGather, "binomial", "binomial tree to the root (regular gather)",
+                         supports_regular, run_gather_binomial, cost_gather_binomial}};
+}  // namespace
+
 }  // namespace dcomm::coll

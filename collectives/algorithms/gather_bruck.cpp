@@ -22,4 +22,11 @@ double cost_gather_bruck(const CostParams& p, double n, int size) {
   return log2_rounds(size) * p.alpha + fraction(size) * n * p.beta + n * p.gamma;
 }
 
+namespace {
+// This algorithm's row of the table (collectives/registry.hpp), registered before main().
+const Registration kRow{{Collective::kGather, "bruck",
+                         "every rank gathers all blocks (Bruck) on the call check's rounds (small regular gather)",
+                         supports_regular, run_gather_bruck, cost_gather_bruck, true}};
+}  // namespace
+
 }  // namespace dcomm::coll

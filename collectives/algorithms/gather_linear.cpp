@@ -27,4 +27,10 @@ double cost_gather_linear(const CostParams& p, double n, int size) {
   return (size - 1) * p.alpha + fraction(size) * n * p.beta;
 }
 
+namespace {
+// This algorithm's row of the table (collectives/registry.hpp), registered before main().
+const Registration kRow{{Collective::kGather, "linear", "each rank sends its block to the root (gather and gatherv)",
+                         supports_any, run_gather_linear, cost_gather_linear}};
+}  // namespace
+
 }  // namespace dcomm::coll

@@ -13,4 +13,10 @@ double cost_reduce_binomial(const CostParams& p, double n, int size) {
   return log2_rounds(size) * (p.alpha + n * p.beta + n * p.gamma);
 }
 
+namespace {
+// This algorithm's row of the table (collectives/registry.hpp), registered before main().
+const Registration kRow{{Collective::kReduce, "binomial", "binomial tree to the root", supports_any,
+                         run_reduce_binomial, cost_reduce_binomial}};
+}  // namespace
+
 }  // namespace dcomm::coll

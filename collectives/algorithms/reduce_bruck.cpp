@@ -20,4 +20,11 @@ double cost_reduce_bruck(const CostParams& p, double n, int size) {
   return log2_rounds(size) * p.alpha + (size - 1) * n * (p.beta + 3 * p.gamma);
 }
 
+namespace {
+// This algorithm's row of the table (collectives/registry.hpp), registered before main().
+const Registration kRow{{Collective::kReduce, "bruck",
+                         "every rank gathers all inputs (Bruck) riding on the call check; the root combines them",
+                         supports_any, run_reduce_bruck, cost_reduce_bruck, true}};
+}  // namespace
+
 }  // namespace dcomm::coll

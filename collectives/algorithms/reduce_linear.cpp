@@ -26,4 +26,10 @@ double cost_reduce_linear(const CostParams& p, double n, int size) {
   return (size - 1) * (p.alpha + n * p.beta + n * p.gamma);
 }
 
+namespace {
+// This algorithm's row of the table (collectives/registry.hpp), registered before main().
+const Registration kRow{{Collective::kReduce, "linear", "everyone sends to the root, which combines in rank order",
+                         supports_any, run_reduce_linear, cost_reduce_linear}};
+}  // namespace
+
 }  // namespace dcomm::coll

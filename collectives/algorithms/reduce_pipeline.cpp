@@ -65,4 +65,11 @@ double cost_reduce_pipeline(const CostParams& p, double n, int size) {
   return (size + k - 2) * (p.alpha + n / k * (p.beta + p.gamma));
 }
 
+namespace {
+// This algorithm's row of the table (collectives/registry.hpp), registered before main().
+const Registration kRow{{Collective::kReduce, "pipeline",
+                         "pipelined chain to the root; a piece's transfer overlaps the last one's reduction",
+                         supports_any, run_reduce_pipeline, cost_reduce_pipeline, false, true}};
+}  // namespace
+
 }  // namespace dcomm::coll

@@ -22,4 +22,11 @@ double cost_reduce_scatter_bruck(const CostParams& p, double n, int size) {
   return log2_rounds(size) * p.alpha + (size - 1) * n * (p.beta + 2 * p.gamma) + fraction(size) * n * p.gamma;
 }
 
+namespace {
+// This algorithm's row of the table (collectives/registry.hpp), registered before main().
+const Registration kRow{{Collective::kReduceScatter, "bruck",
+                         "every rank gathers all vectors (Bruck) on the call check, combines its block", supports_any,
+                         run_reduce_scatter_bruck, cost_reduce_scatter_bruck, true}};
+}  // namespace
+
 }  // namespace dcomm::coll

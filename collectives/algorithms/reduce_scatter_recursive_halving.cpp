@@ -21,4 +21,10 @@ double cost_reduce_scatter_recursive_halving(const CostParams& p, double n, int 
   return t;
 }
 
+namespace {
+// This algorithm's row of the table (collectives/registry.hpp), registered before main().
+const Registration kRow{{Collective::kReduceScatter, "recursive_halving", "recursive halving, non-powers of two folded",
+                         supports_any, run_reduce_scatter_recursive_halving, cost_reduce_scatter_recursive_halving}};
+}  // namespace
+
 }  // namespace dcomm::coll

@@ -17,4 +17,10 @@ double cost_reduce_scatter_ring(const CostParams& p, double n, int size) {
   return (size - 1) * p.alpha + fraction(size) * n * (p.beta + p.gamma);
 }
 
+namespace {
+// This algorithm's row of the table (collectives/registry.hpp), registered before main().
+const Registration kRow{{Collective::kReduceScatter, "ring", "ring, pipelined; bandwidth-optimal", supports_any,
+                         run_reduce_scatter_ring, cost_reduce_scatter_ring}};
+}  // namespace
+
 }  // namespace dcomm::coll

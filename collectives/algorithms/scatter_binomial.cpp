@@ -42,4 +42,10 @@ double cost_scatter_binomial(const CostParams& p, double n, int size) {
   return log2_rounds(size) * p.alpha + fraction(size) * n * p.beta + n * p.gamma;
 }
 
+namespace {
+// This algorithm's row of the table (collectives/registry.hpp), registered before main().
+const Registration kRow{{Collective::kScatter, "binomial", "binomial tree from the root (regular scatter)",
+                         supports_regular, run_scatter_binomial, cost_scatter_binomial}};
+}  // namespace
+
 }  // namespace dcomm::coll

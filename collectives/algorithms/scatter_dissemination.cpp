@@ -25,4 +25,11 @@ double cost_scatter_dissemination(const CostParams& p, double n, int size) {
   return log2_rounds(size) * (p.alpha + n * p.beta);
 }
 
+namespace {
+// This algorithm's row of the table (collectives/registry.hpp), registered before main().
+const Registration kRow{{Collective::kScatter, "dissemination",
+                         "the root's blocks spread on the call check's rounds (small regular scatter)",
+                         supports_regular, run_scatter_dissemination, cost_scatter_dissemination, true}};
+}  // namespace
+
 }  // namespace dcomm::coll

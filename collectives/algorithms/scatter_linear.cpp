@@ -27,4 +27,10 @@ double cost_scatter_linear(const CostParams& p, double n, int size) {
   return (size - 1) * p.alpha + fraction(size) * n * p.beta;
 }
 
+namespace {
+// This algorithm's row of the table (collectives/registry.hpp), registered before main().
+const Registration kRow{{Collective::kScatter, "linear", "the root sends each rank its block (scatter and scatterv)",
+                         supports_any, run_scatter_linear, cost_scatter_linear}};
+}  // namespace
+
 }  // namespace dcomm::coll

@@ -19,8 +19,8 @@ struct Identity {
   int local_world_size = -1;
   int node_rank = -1;
   int node_count = -1;
-  std::string host_id;  ///< ranks with equal host ids share a node (DCOMM_HOST_ID overrides the default)
-  std::string source;   ///< where it came from: "explicit", "dcomm-run", "torchrun", "mpirun", "slurm", "dynamic"
+  std::string host_id{};  ///< ranks with equal host ids share a node (DCOMM_HOST_ID overrides the default)
+  std::string source{};   ///< where it came from: "explicit", "dcomm-run", "torchrun", "mpirun", "slurm", "dynamic"
 };
 
 /// How to join. Every field left unset is taken from, in order: the launcher's environment (dcomm-run's and
@@ -34,18 +34,19 @@ struct InitOptions {
   int local_world_size = -1;
   int node_rank = -1;
   int node_count = -1;
-  std::string host_id;
+  std::string host_id{};
   /// The store's address; empty: MASTER_ADDR / DCOMM_MASTER_ADDR, else 127.0.0.1.
-  std::string master_addr;
-  /// The store's port; -1: MASTER_PORT / DCOMM_MASTER_PORT, else 29500.
+  std::string master_addr{};
+  /// The store's port; -1: MASTER_PORT / DCOMM_MASTER_PORT, else under mpirun or Slurm a port derived from the
+  /// job id (docs/store.md), else 29500.
   int master_port = -1;
   /// A store to use instead of connecting to (or hosting) a TCP store, e.g. make_memory_store() for threads.
-  std::shared_ptr<Store> store;
+  std::shared_ptr<Store> store{};
   /// Bound on rendezvous and, by default, on every operation. kDefaultTimeout: DCOMM_TIMEOUT_S, else 300 s.
   Duration timeout = kDefaultTimeout;
   /// Force one transport for every peer ("loopback", "shm", "ucx", "cuda_ipc"); empty: DCOMM_TRANSPORT, else
   /// the best per peer.
-  std::string transport;
+  std::string transport{};
 };
 
 /// Establishes this process's identity from options and environment. Does not join a group.

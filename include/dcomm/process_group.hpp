@@ -27,9 +27,11 @@ bool parse_collective(const std::string& name, Collective* out) noexcept;
 std::vector<std::string> algorithms(Collective c);
 
 /// Per-call options.
+/// Every field has a default member initializer, so designated initializers ({.async_op = true}) that name only
+/// some fields compile warning-free under -Wextra (the same holds for P2POptions, InitOptions, TcpStoreOptions).
 struct CollectiveOptions {
   /// An algorithm by name ("ring", "tree", ...); empty: the group's choice (DCOMM_ALGO, else the cost model).
-  std::string algorithm;
+  std::string algorithm{};
   /// kDefaultTimeout: the group's timeout.
   Duration timeout = kDefaultTimeout;
   /// Return at once; the handle completes later.

@@ -64,11 +64,24 @@ struct TcpStoreOptions {
   Duration timeout = std::chrono::seconds(300);         ///< get / wait bound, and the connect deadline
   std::size_t max_key_bytes = 4096;                    ///< larger keys are refused by the server
   std::size_t max_value_bytes = 64u << 20;              ///< larger values are refused by the server
-  /// Shared secret; empty means read DCOMM_STORE_SECRET from the environment (unset: no secret).
-  std::string secret;
+  /// Shared secret; empty means DCOMM_STORE_SECRET, else the file DCOMM_STORE_SECRET_FILE (unset: no secret).
+  /// A server that listens beyond loopback refuses to start without one unless allow_unauthenticated.
+  std::string secret{};
+  /// Run without a secret although the server listens beyond loopback (also DCOMM_STORE_INSECURE=1). Logged.
+  bool allow_unauthenticated = false;
+  /// The job a client or server belongs to: a server refuses a client whose job differs from its own, naming
+  /// both. Empty / 0 mean unknown, which matches any job. bootstrap() and dcomm-run fill them in.
+  std::string run_id{};
+  int64_t world_size = 0;
+  // Server bounds on clients that have not authenticated, or that stall (docs/store.md, "Limits").
+  Duration hello_timeout = std::chrono::seconds(5);           ///< not authenticated by then: closed
+  Duration stalled_frame_timeout = std::chrono::seconds(30);  ///< a partial frame with no progress this long: closed
+  std::size_t max_pending_clients = 256;  ///< unauthenticated connections at once; more wait in the listen queue
+  std::size_t max_buffered_bytes = std::size_t{1} << 30;  ///< request bytes buffered over all clients
 };
 
-/// The TCP store's server: one epoll event-loop thread serving every client. Port 0 picks a free port.
+/// The TCP store's server: one epoll event-loop thread serving every client. Port 0 picks a free port. An empty
+/// bind_host means 127.0.0.1; "0.0.0.0" (or "::") listens on every interface and then needs a secret.
 class TcpStoreServer {
  public:
   virtual ~TcpStoreServer() = default;

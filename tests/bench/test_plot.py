@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""tools/plot_bench.py on the committed results: a PNG and a Markdown table come out. Skips (77) without
+"""tools/plot_bench.py (installed as dcomm-plot) on the committed results: a PNG and a Markdown table come out;
+a missing input gives one line. Skips (77) without
 matplotlib."""
 import os
 import subprocess
@@ -27,4 +28,10 @@ with tempfile.TemporaryDirectory() as d:
     lines = p.stdout.splitlines()
     if p.returncode != 0 or not lines[0].startswith("| collective |") or not any("| mpi" in l for l in lines):
         sys.exit(f"FAIL: markdown table: {p.stdout}{p.stderr}")
+    # A missing or wrong input file: one line naming it, no traceback.
+    for bad, want in ((os.path.join(d, "nope.json"), "cannot read"), (png, "is not JSON")):
+        p = subprocess.run([TOOL, bad, "--markdown", "8"], capture_output=True, text=True, timeout=60)
+        err = p.stderr.strip()
+        if p.returncode == 0 or "Traceback" in err or len(err.splitlines()) != 1 or want not in err or bad not in err:
+            sys.exit(f"FAIL: {bad}: want one line with '{want}', got exit {p.returncode}: {p.stderr}")
 print("ok")

@@ -4,6 +4,7 @@
 //   launcher_probe fail RANK CODE DELAY_MS        (the other ranks sleep until stopped)
 //   launcher_probe signal RANK SIGNAL DELAY_MS    (the other ranks sleep until stopped)
 //   launcher_probe sleep                          (reports SIGTERM on stdout, then exits 0)
+//   launcher_probe env-sleep                      (env, then the store's secret, then sleep)
 //   launcher_probe sleep-ignore                   (ignores SIGTERM and SIGINT: only SIGKILL ends it)
 //   launcher_probe fail-first-round RANK CODE
 //   launcher_probe output
@@ -45,7 +46,9 @@ int print_env() {
       "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK", "MASTER_ADDR",
       "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT", "DCOMM_RANK", "DCOMM_WORLD_SIZE", "DCOMM_LOCAL_RANK",
       "DCOMM_LOCAL_WORLD_SIZE", "DCOMM_NODE_RANK", "DCOMM_NODE_COUNT", "DCOMM_MASTER_ADDR", "DCOMM_MASTER_PORT",
-      "DCOMM_STORE_HOSTED", "DCOMM_RUN_ID", "DCOMM_RESTART_COUNT", "DCOMM_HOST_ID"};
+      "DCOMM_STORE_HOSTED", "DCOMM_RUN_ID", "DCOMM_RESTART_COUNT", "DCOMM_HOST_ID", "TORCHELASTIC_RUN_ID",
+      "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME", "TORCHELASTIC_MAX_RESTARTS",
+      "TORCHELASTIC_USE_AGENT_STORE"};
   std::string out;
   for (const char* n : kNames) {
     const char* v = std::getenv(n);
@@ -132,6 +135,46 @@ int fail_or_sleep(int argc, char** argv, bool by_signal) {
   return std::atoi(argv[3]);
 }
 
+// A progress bar as dcomm-bench draws one (redrawn with '\r', erased before each table line), on rank 0 only
+// and only when DCOMM_RUN_TTY=1 says a terminal will see it.
+int progress_bar() {
+  const bool bar = env_int("RANK") == 0 && env_int("DCOMM_RUN_TTY") == 1;
+  for (int i = 1; i <= 3; ++i) {
+    if (bar) {
+      std::fputs("\r\033[K", stderr);
+      std::fflush(stderr);
+    }
+    std::printf("row %d\n", i);
+    std::fflush(stdout);
+    if (bar) {
+      std::fprintf(stderr, "\r\033[K[%.*s%.*s] %d/3", i, "###", 3 - i, "...", i);
+      std::fflush(stderr);
+    }
+    sleep_ms(300);
+  }
+  if (bar) std::fputs("\r\033[K", stderr);
+  return 0;
+}
+
+// Rank argv[2] writes its own last words, then a crash handler's backtrace as UCX prints it on SIGSEGV (more
+// frames than the summary keeps lines), then dies of SIGSEGV.
+int crash_with_backtrace(int argc, char** argv) {
+  if (argc < 3) return 64;
+  if (env_int("RANK") != std::atoi(argv[2])) return sleep_until_stopped(false);
+  wait_for_others_ready();
+  std::fprintf(stderr, "rank %d: step 7, touching the halo buffer\n", env_int("RANK"));
+  std::fputs("[vm:4242:0:4242] Caught signal 11 (Segmentation fault: address not mapped to object at address (nil))\n"
+             "==== backtrace (tid:   4242) ====\n",
+             stderr);
+  for (int i = 0; i < 24; ++i) {
+    std::fprintf(stderr, " %d  /lib/x86_64-linux-gnu/libucs.so.0(ucs_handle_error+0x2e4) [0x7f2b1c2d4f14]\n", i);
+  }
+  std::fputs("=================================\n", stderr);
+  std::fflush(stderr);
+  ::raise(SIGSEGV);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -140,8 +183,17 @@ int main(int argc, char** argv) {
   if (mode == "fail") return fail_or_sleep(argc, argv, false);
   if (mode == "signal") return fail_or_sleep(argc, argv, true);
   if (mode == "sleep") return sleep_until_stopped(false);
+  if (mode == "env-sleep") {
+    print_env();
+    const char* secret = std::getenv("DCOMM_STORE_SECRET");
+    std::printf("ENV DCOMM_STORE_SECRET=%s\n", secret != nullptr ? secret : "<unset>");
+    std::fflush(stdout);
+    return sleep_until_stopped(false);
+  }
   if (mode == "sleep-ignore") return sleep_until_stopped(true);
   if (mode == "output") return output();
+  if (mode == "bar") return progress_bar();
+  if (mode == "crash-with-backtrace") return crash_with_backtrace(argc, argv);
   if (mode == "fail-first-round" && argc >= 4) {
     int round = env_int("DCOMM_RESTART_COUNT");
     if (round == 0 && env_int("RANK") == std::atoi(argv[2])) return std::atoi(argv[3]);

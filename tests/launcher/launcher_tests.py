@@ -8,6 +8,7 @@ import os
 import re
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -20,7 +21,10 @@ PROMPT_STOP_S = 30
 ENV_NAMES = ["RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK", "MASTER_ADDR",
              "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT", "DCOMM_RANK", "DCOMM_WORLD_SIZE", "DCOMM_LOCAL_RANK",
              "DCOMM_LOCAL_WORLD_SIZE", "DCOMM_NODE_RANK", "DCOMM_NODE_COUNT", "DCOMM_MASTER_ADDR",
-             "DCOMM_MASTER_PORT", "DCOMM_STORE_HOSTED", "DCOMM_RUN_ID", "DCOMM_RESTART_COUNT", "DCOMM_HOST_ID"]
+             "DCOMM_MASTER_PORT", "DCOMM_STORE_HOSTED", "DCOMM_RUN_ID", "DCOMM_RESTART_COUNT", "DCOMM_HOST_ID",
+             # torchrun's agent's variables
+             "TORCHELASTIC_RUN_ID", "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME",
+             "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_USE_AGENT_STORE"]
 
 
 class CaseFailed(Exception):
@@ -58,7 +62,8 @@ def parse_env(stdout, rank):
     return env
 
 
-def check_env(r, nproc, nnodes=1, node_rank=0, host_id=None, restart=0, ranks=None):
+def check_env(r, nproc, nnodes=1, node_rank=0, host_id=None, restart=0, ranks=None, max_restarts=0, role="default",
+              rdzv_id=None):
     """Checks every variable dcomm-run exports for the ranks of one node; returns the run id."""
     check(r.returncode == 0, "dcomm-run failed", r)
     world = nproc * nnodes
@@ -72,7 +77,10 @@ def check_env(r, nproc, nnodes=1, node_rank=0, host_id=None, restart=0, ranks=No
                   "DCOMM_RANK": rank, "DCOMM_WORLD_SIZE": world, "DCOMM_LOCAL_RANK": local,
                   "DCOMM_LOCAL_WORLD_SIZE": nproc, "DCOMM_NODE_RANK": node_rank, "DCOMM_NODE_COUNT": nnodes,
                   "DCOMM_STORE_HOSTED": 1, "DCOMM_RESTART_COUNT": restart,
-                  "DCOMM_HOST_ID": host_id if host_id is not None else "<unset>"}
+                  "DCOMM_HOST_ID": host_id if host_id is not None else "<unset>",
+                  "GROUP_WORLD_SIZE": nnodes, "ROLE_RANK": rank, "ROLE_WORLD_SIZE": world, "ROLE_NAME": role,
+                  "TORCHELASTIC_MAX_RESTARTS": max_restarts, "TORCHELASTIC_USE_AGENT_STORE": "True",
+                  "TORCHELASTIC_RUN_ID": rdzv_id if rdzv_id is not None else env["DCOMM_RUN_ID"]}
         for name, value in expect.items():
             check(env[name] == str(value), f"rank {rank}: {name}={env[name]}, expected {value}", r)
         check(env["MASTER_ADDR"] == env["DCOMM_MASTER_ADDR"] and env["MASTER_ADDR"], f"rank {rank}: addresses", r)
@@ -252,6 +260,13 @@ BAD_COMMAND_LINES = [
     ["--nproc-per-node", "1", "--max-restarts", "-1", "--", "true"],
     ["--nproc-per-node", "1", "--grace-period", "-2", "--", "true"],
     ["--nproc-per-node", "1", "--bogus", "--", "true"],
+    # torchrun's vocabulary: what dcomm-run refuses, with one line
+    ["--nproc-per-node", "1", "--rdzv-backend", "etcd", "--", "true"],
+    ["--nproc-per-node", "1", "--nnodes", "1:4", "--", "true"],
+    ["--nproc-per-node", "tpu", "--", "true"],
+    ["--nproc-per-node", "1", "--rdzv-conf", "nokey", "--", "true"],
+    ["--nproc-per-node", "1", "--tee", "7", "--", "true"],
+    ["--nproc-per-node", "1", "--monitor-interval", "-1", "--", "true"],
 ]
 
 
@@ -321,9 +336,12 @@ def case_cannot_start():
 
 
 def case_rdzv_endpoint():
-    # A store that already runs (here: the one a single-node dcomm-run hosts) serves two launchers that host none.
-    port = free_port()
-    host = start_and_wait_ready(["--nproc-per-node", "1", "--master-port", port, "--", PROBE, "sleep"], 1)
+    # A store that already runs (here: a store server of its own, tests/rendezvous/store_server, with the secret the
+    # launchers share) serves two launchers that host none. (Another launch's store would refuse them: its job
+    # differs.)
+    server = os.path.join(os.environ.get("DCOMM_BUILD_DIR", "."), "tests", "rendezvous", "store_server")
+    host = subprocess.Popen([server], stdout=subprocess.PIPE, text=True)
+    port = host.stdout.readline().strip()
     try:
         procs = []
         for node in range(2):
@@ -333,11 +351,69 @@ def case_rdzv_endpoint():
                                           text=True))
         results = finish(procs)
     finally:
-        host.send_signal(signal.SIGTERM)
+        host.kill()
         host.communicate(timeout=RUN_TIMEOUT_S)
     for node, r in enumerate(results):
         check_env(r, 2, nnodes=2, node_rank=node)
         check(parse_env(r.stdout, node * 2)["MASTER_PORT"] == port, "the ranks use the endpoint's port", r)
+
+
+def hello_status(port, secret):
+    """Says hello to the store at 127.0.0.1:port as a stranger would; returns (status, reason) of its reply, or
+    (None, '') when it closed the connection without one."""
+    payload = struct.pack("<I", len(secret)) + secret.encode()
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(struct.pack("<IBBHI", 0x54534344, 1, 1, 0, len(payload)) + payload)
+        head = s.recv(12, socket.MSG_WAITALL)
+        if len(head) < 12:
+            return None, ""
+        body = s.recv(struct.unpack("<I", head[8:12])[0], socket.MSG_WAITALL)
+        return head[5], body[4:].decode(errors="replace")
+
+
+def case_store_secret():
+    # Issue 13: any local process could read and overwrite dcomm-run's store. Now dcomm-run makes a secret per
+    # launch, hands it to its ranks in the environment (never on a command line), and refuses strangers.
+    os.environ.pop("DCOMM_STORE_SECRET", None)
+    os.environ.pop("DCOMM_STORE_SECRET_FILE", None)
+    os.environ.pop("DCOMM_STORE_INSECURE", None)
+    p = subprocess.Popen([DCOMM_RUN, "--nproc-per-node", "2", "--", PROBE, "env-sleep"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        out = ""
+        deadline = time.monotonic() + RUN_TIMEOUT_S
+        while time.monotonic() < deadline and out.count("ENV DCOMM_STORE_SECRET=") < 2:
+            out += p.stdout.readline()
+        secrets = set(re.findall(r"ENV DCOMM_STORE_SECRET=(\S+)", out))
+        port = int(re.search(r"ENV MASTER_PORT=(\d+)", out).group(1))
+        check(len(secrets) == 1 and re.fullmatch(r"[0-9a-f]{64}", next(iter(secrets))),
+              f"both ranks got one random secret: {secrets}")
+        secret = next(iter(secrets))
+        for pid in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    check(secret.encode() not in f.read(), f"the secret is on the command line of pid {pid}")
+            except OSError:
+                pass
+        for stranger in ["", "guess"]:
+            status, reason = hello_status(port, stranger)
+            check(status == 1 and "secret" in reason and f"127.0.0.1:{port}" in reason,
+                  f"a stranger with secret {stranger!r} was refused with a reason naming the store: {status} {reason}")
+        check(hello_status(port, secret)[0] == 0, "a client with the job's secret is admitted")
+    finally:
+        p.send_signal(signal.SIGTERM)
+        p.communicate(timeout=RUN_TIMEOUT_S)
+    check(p.returncode == 0 or p.returncode == 128 + signal.SIGTERM, f"dcomm-run ended: {p.returncode}")
+
+
+def case_nodes_need_secret():
+    # Several launchers cannot be handed a fresh secret through a store they are not yet admitted to.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DCOMM_STORE_")}
+    r = run(["--nnodes", "2", "--node-rank", "0", "--nproc-per-node", "1", "--master-port", free_port(), "--", "true"],
+            env=env)
+    check(r.returncode == 2 and "--nnodes 2 needs a store secret shared by every node's dcomm-run" in r.stderr and
+          "DCOMM_STORE_SECRET_FILE" in r.stderr and "DCOMM_STORE_INSECURE=1" in r.stderr,
+          "a multi-node launch without a secret exits 2 saying how to give one", r)
 
 
 def case_nodes_disagree():
@@ -405,6 +481,8 @@ def run_case_from_argv(module_globals, program_var, doc):
         print(doc, file=sys.stderr)
         return 2
     module_globals["DCOMM_RUN"], module_globals[program_var], case = sys.argv[1], sys.argv[2], sys.argv[3]
+    # The helpers here (run, start_nodes, ...) read this module's globals when another driver imports them.
+    globals()["DCOMM_RUN"], globals()["PROBE"] = sys.argv[1], sys.argv[2]
     fn = module_globals.get("case_" + case)
     if fn is None:
         print(f"no case {case}", file=sys.stderr)
@@ -424,7 +502,14 @@ def run_case_from_argv(module_globals, program_var, doc):
     return 0
 
 
+# Several launchers must share a store secret given by the user (one launcher makes its own).
+MULTI_NODE_CASES = {"nodes_local", "rdzv_endpoint", "nodes_disagree", "rdzv_timeout", "node0_lost", "node1_lost",
+                    "remote_interrupt", "cannot_start"}
+
+
 def main():
+    if len(sys.argv) == 4 and sys.argv[3] in MULTI_NODE_CASES:
+        os.environ["DCOMM_STORE_SECRET"] = "launcher-tests-shared-secret"
     return run_case_from_argv(globals(), "PROBE", __doc__)
 
 

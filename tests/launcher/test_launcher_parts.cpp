@@ -11,30 +11,20 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "tools/run/options.hpp"
 #include "tools/run/output_pump.hpp"
 #include "tools/run/rank_env.hpp"
+#include "tools/run/stderr_tail.hpp"
 #include "tools/run/summary.hpp"
+#include "tests/launcher/parse_helpers.hpp"
 
 using namespace dcomm::run;
+using dcomm::run::test::parse;
+using dcomm::run::test::parse_error;
 
 namespace {
-
-LaunchOptions parse(std::vector<std::string> args) {
-  args.insert(args.begin(), "dcomm-run");
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  return parse_command_line(static_cast<int>(argv.size()), argv.data()).options;
-}
-
-std::string parse_error(std::vector<std::string> args) {
-  try {
-    parse(std::move(args));
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "(accepted)";
-}
 
 std::string read_all(int fd) {
   std::string out;
@@ -83,6 +73,12 @@ TEST_CASE("command line: mistakes name the option and the value") {
   CHECK(parse_error({"--nproc-per-node", "1", "--nnodes", "2", "--standalone", "--", "p"}).find("--standalone") !=
         std::string::npos);
   CHECK(parse_error({"--nproc-per-node", "1", "-z", "p"}).starts_with("unknown option '-z'"));
+  // A typo is named, with the option it is near, before any "is required".
+  CHECK(parse_error({"--nproc-per-nod", "2", "--", "p"}) ==
+        "unknown option '--nproc-per-nod'; did you mean --nproc-per-node? (options go before the program; put the "
+        "program after --)");
+  CHECK(parse_error({"--max_restart=2", "--", "p"}).find("did you mean --max_restarts?") != std::string::npos);
+  CHECK(parse_error({"--frobnicate", "--", "p"}).find("did you mean") == std::string::npos);
   CHECK(parse_error({"--nproc-per-node", "1", "--grace-period", "-1", "--", "p"}).starts_with("--grace-period"));
 }
 
@@ -108,11 +104,13 @@ TEST_CASE("each rank's variables, and merging them over the inherited environmen
                         "NODE_RANK=2", "DCOMM_NODE_RANK=2", "DCOMM_NODE_COUNT=3", "MASTER_ADDR=10.0.0.9",
                         "DCOMM_MASTER_ADDR=10.0.0.9", "MASTER_PORT=4000", "DCOMM_MASTER_PORT=4000",
                         "DCOMM_STORE_HOSTED=1", "DCOMM_RUN_ID=00112233aabbccdd", "DCOMM_RESTART_COUNT=2",
-                        "TORCHELASTIC_RESTART_COUNT=2", "DCOMM_HOST_ID=hx"}) {
+                        "TORCHELASTIC_RESTART_COUNT=2", "DCOMM_HOST_ID=hx", "TORCHELASTIC_RUN_ID=00112233aabbccdd",
+                        "GROUP_WORLD_SIZE=3", "ROLE_RANK=7", "ROLE_WORLD_SIZE=9", "ROLE_NAME=default",
+                        "TORCHELASTIC_MAX_RESTARTS=0", "TORCHELASTIC_USE_AGENT_STORE=True"}) {
     INFO(e);
     CHECK(has(e));
   }
-  CHECK(vars.size() == 21);
+  CHECK(vars.size() == 29);  // and DCOMM_RUN_TTY
 
   std::vector<std::string> merged = merge_environment({"PATH=/bin", "RANK=99", "A=b=c"}, {"RANK=7", "NEW=1"});
   CHECK(merged == std::vector<std::string>{"PATH=/bin", "A=b=c", "RANK=7", "NEW=1"});
@@ -181,4 +179,48 @@ TEST_CASE("exit descriptions, exit codes and the summary") {
         "dcomm-run:       last 1 stderr lines of rank 5:\n"
         "dcomm-run:         boom\n"
         "dcomm-run: stopped by dcomm-run after the failure: ranks 0, 2\n");
+}
+
+TEST_CASE("a crash backtrace does not push the rank's own last lines out of the summary's tail") {
+  StderrTail tail(3);
+  for (const char* line : {"step 9", "rank 2: about to touch the bad pointer", "really"}) tail.add(line);
+  tail.add("[vm:4242:0:4242] Caught signal 11 (Segmentation fault: address not mapped to object at address (nil))");
+  tail.add("==== backtrace (tid:   4242) ====");
+  for (int i = 0; i < 25; ++i) {
+    tail.add(fmt::format(" {}  /lib/x86_64-linux-gnu/libucs.so.0(ucs_handle_error+0x2e4) [0x7f2b1c2d{:04x}]", i, i));
+  }
+  tail.add(" 25  ./a.out() [0x401136]");
+  tail.add("=================================");
+  CHECK(tail.lines() == std::vector<std::string>{
+                            "rank 2: about to touch the bad pointer", "really",
+                            "[vm:4242:0:4242] Caught signal 11 (Segmentation fault: address not mapped to object at "
+                            "address (nil))",
+                            "(28 backtrace lines not shown; see the rank's stderr above)"});
+  // Ordinary lines that begin with a number are the rank's own.
+  CHECK_FALSE(StderrTail::is_backtrace_line("3 ranks left"));
+  CHECK_FALSE(StderrTail::is_backtrace_line("10 /2 = 5"));
+  CHECK_FALSE(StderrTail::is_backtrace_line("12  items at 0 cost"));
+  CHECK_FALSE(StderrTail::is_backtrace_line("== step =="));
+}
+
+TEST_CASE("a rank stopped before the failure leads the summary, and the flight recorder's report follows") {
+  RankExit stalled;
+  stalled.rank = 1;
+  stalled.local_rank = 1;
+  stalled.node_rank = 0;
+  stalled.host = "vm";
+  stalled.pid = 7;
+  stalled.stalled = "stopped by signal 19 SIGSTOP (Stopped (signal)) 8.0 s before the first failure and never resumed";
+  RankExit timed_out = stalled;
+  timed_out.rank = 0;
+  timed_out.stalled.clear();
+  timed_out.code = 3;
+  CHECK(describe_failure_briefly(stalled).find("rank 1 stalled (stopped by signal 19") == 0);
+  CHECK(decode_exit(encode_exit(stalled)).stalled == stalled.stalled);
+  CHECK(format_failure_summary({stalled, timed_out}, {}, 2, "ranks 0 are in all_reduce #4; rank 1 holds up the call") ==
+        "dcomm-run: FAILED: 2 of 2 ranks failed; root cause first:\n"
+        "dcomm-run:   [1] rank 1 (local rank 1, node 0, host vm, pid 7): stopped by signal 19 SIGSTOP (Stopped "
+        "(signal)) 8.0 s before the first failure and never resumed\n"
+        "dcomm-run:   [2] rank 0 (local rank 1, node 0, host vm, pid 7): exit code 3\n"
+        "dcomm-run: flight recorder: ranks 0 are in all_reduce #4; rank 1 holds up the call\n");
 }

@@ -140,4 +140,5 @@ def main():
 
 
 if __name__ == "__main__":
+    os.environ["DCOMM_STORE_SECRET"] = "two-nodes-shared-secret"  # several launchers share the user's secret
     sys.exit(main())

@@ -31,6 +31,22 @@ class RawClient {
 
   /// Sends what it can; a server that already hung up may refuse the rest, which is fine here.
   void send(const std::vector<uint8_t>& bytes) { (void)::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL); }
+  /// Sends everything, blocking; false when the server hung up first.
+  bool send_all(const std::vector<uint8_t>& bytes) {
+    std::size_t off = 0;
+    while (off < bytes.size()) {
+      ssize_t w = ::send(fd_, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
+      if (w <= 0) return false;
+      off += static_cast<std::size_t>(w);
+    }
+    return true;
+  }
+  /// Closes with a reset (SO_LINGER 0) instead of an orderly shutdown.
+  void reset() {
+    linger l{1, 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+    close();
+  }
   void close() {
     if (fd_ >= 0) ::close(fd_);
     fd_ = -1;

@@ -204,6 +204,13 @@ TEST_CASE("join: missing peers time out naming how many joined", "[assign]") {
     CHECK_THAT(o.error, Catch::Contains("2/3 ranks joined") && Catch::Contains("timeout 300 ms"));
   }
   CHECK_THROWS_WITH(rdzv::join_world(declared(-1), "", *store, kJoinTimeout), Catch::Contains("world size is unknown"));
+
+  // Ranks that declared who they are (a launcher's world): the timeout names the ranks that never arrived.
+  auto named = make_memory_store(kJoinTimeout);
+  auto partial = on_threads(2, [&](int i) {
+    return rdzv::join_world(declared(3, i == 0 ? 0 : 2), "", *named, std::chrono::milliseconds(300));
+  });
+  for (const auto& o : partial) CHECK_THAT(o.error, Catch::Contains("2/3 ranks joined") && Catch::Contains("rank(s) 1 never joined"));
 }
 
 TEST_CASE("bootstrap: threads over a given store, then over a TCP store rank 0 hosts", "[bootstrap][tcp]") {

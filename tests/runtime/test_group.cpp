@@ -182,3 +182,38 @@ TEST_CASE("host and device buffers mixed in one call are refused before any I/O"
   INFO(first(failures));
   CHECK(failures.empty());
 }
+
+TEST_CASE("a timeout's flight-recorder report says which rank never reached the call, and where it is",
+          "[runtime][group][flight]") {
+  static std::atomic<int> reported{0};
+  reported = 0;
+  auto failures = run_ranks(3, [](ProcessGroup& pg, std::vector<std::string>& f) {
+    std::vector<float> x(33);
+    for (int call = 0; call < 3; ++call) {
+      for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(value_of(pg.rank(), i));
+      pg.all_reduce(Buffer(x), ReduceOp::kSum);
+    }
+    if (pg.rank() == 1) {
+      // In user code, alive (its flight recorder answers), until both peers have their report.
+      for (int i = 0; i < 3000 && reported < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      return;
+    }
+    CollectiveOptions o;
+    o.timeout = std::chrono::milliseconds(800);
+    try {
+      pg.all_reduce(Buffer(x), ReduceOp::kSum, o);
+      f.push_back("all_reduce without rank 1 returned");
+    } catch (const Error& e) {
+      std::string msg = e.what();
+      RANK_EXPECT(f, e.code() == ErrorCode::kTimeout, "a timeout: " + msg);
+      RANK_EXPECT(f, msg.find("rank 1 failed first") != std::string::npos, "blames rank 1 first: " + msg);
+      RANK_EXPECT(f, msg.find("flight recorder: ranks 0, 2 are in all_reduce #3") != std::string::npos,
+                  "says where the others are: " + msg);
+      RANK_EXPECT(f, msg.find("rank 1 last finished all_reduce #2 and is in user code") != std::string::npos,
+                  "says where rank 1 is: " + msg);
+    }
+    ++reported;
+  });
+  INFO(first(failures));
+  CHECK(failures.empty());
+}

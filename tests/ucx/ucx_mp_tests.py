@@ -101,7 +101,7 @@ def case_netns():
                     "--nproc-per-node", "1", "--master-addr", addr[0], "--master-port", "29500",
                     "--host-id", f"netns-{i}", "--", MP_TRANSPORTS, "conformance"]
             procs.append(subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                          env=ucx_env()))
+                                          env=ucx_env({"DCOMM_STORE_SECRET": "ucx-two-nodes-secret"})))
         outs = []
         for p in procs:
             try:

@@ -4,6 +4,7 @@
 
 #include "common/deadline.hpp"
 #include "common/env.hpp"
+#include "common/log.hpp"
 
 #include <cstdlib>
 #include <thread>
@@ -50,4 +51,26 @@ TEST_CASE("environment integers are validated, naming the variable", "[common]")
   }
   setenv("DCOMM_TEST_INT", "-7", 1);
   CHECK(env::get_int("DCOMM_TEST_INT", 0) == -7);
+}
+
+TEST_CASE("log: DCOMM_LOG_LEVEL in any case and as a number", "[log]") {
+  using dcomm::log::Level;
+  using dcomm::log::parse_level;
+  Level l = Level::kWarn;
+  CHECK(parse_level("INFO", &l));
+  CHECK(l == Level::kInfo);
+  CHECK(parse_level("Debug", &l));
+  CHECK(l == Level::kDebug);
+  CHECK(parse_level("WARNING", &l));
+  CHECK(l == Level::kWarn);
+  CHECK(parse_level("0", &l));
+  CHECK(l == Level::kError);
+  CHECK(parse_level("4", &l));
+  CHECK(l == Level::kTrace);
+  CHECK(parse_level("3", &l));
+  CHECK(l == Level::kDebug);
+  CHECK_FALSE(parse_level("5", &l));
+  CHECK_FALSE(parse_level("verbose", &l));
+  CHECK_FALSE(parse_level("", &l));
+  CHECK(l == Level::kDebug);  // a refused text leaves the level alone
 }

@@ -4,10 +4,23 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <string_view>
 
 namespace dcomm::bench {
 
-Progress::Progress(std::size_t total, bool enabled) : total_(total), bar_(enabled && isatty(STDERR_FILENO) != 0) {}
+namespace {
+
+// stderr is a terminal, or a pipe to a dcomm-run whose stderr is one (it shows a redrawn line as its status line).
+bool terminal_sees_stderr() {
+  if (isatty(STDERR_FILENO) != 0) return true;
+  const char* v = std::getenv("DCOMM_RUN_TTY");
+  return v != nullptr && std::string_view(v) == "1";
+}
+
+}  // namespace
+
+Progress::Progress(std::size_t total, bool enabled) : total_(total), bar_(enabled && terminal_sees_stderr()) {}
 
 void Progress::clear() {
   if (!drawn_) return;

@@ -1,6 +1,7 @@
 #pragma once
 // Progress on long sweeps: rank 0's table already prints a line per size as it completes; when stderr is a
-// terminal, a bar under it shows how far the sweep has got.
+// terminal (directly, or through dcomm-run, which says so with DCOMM_RUN_TTY=1), a bar under it shows how far the
+// sweep has got.
 
 #include <cstddef>
 #include <string>
@@ -9,7 +10,7 @@ namespace dcomm::bench {
 
 class Progress {
  public:
-  /// `enabled`: this rank reports (rank 0); the bar also needs stderr to be a terminal.
+  /// `enabled`: this rank reports (rank 0); the bar also needs a terminal to see stderr.
   Progress(std::size_t total, bool enabled);
   /// Erases the bar so that a table line can be printed in its place.
   void clear();

@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 
 #include "tools/run/node_rendezvous.hpp"
+#include "tools/run/rank_records.hpp"
+#include "tools/run/store_secret.hpp"
 #include "tools/run/supervisor.hpp"
 
 namespace dcomm::run {
@@ -94,7 +96,7 @@ int run_rounds(const LaunchOptions& options, Supervisor& supervisor, NodeRendezv
       if (link != nullptr) link->restart_barrier(restart);
       continue;
     }
-    std::string summary = format_failure_summary(r.failures, r.stopped, options.world_size());
+    std::string summary = format_failure_summary(r.failures, r.stopped, options.world_size(), r.flight_report);
     if (!r.link_error.empty()) summary += fmt::format("dcomm-run: the other nodes were not told: {}\n", r.link_error);
     std::fputs(summary.c_str(), stderr);
     return exit_code_for(r.failures.front());
@@ -110,14 +112,16 @@ int run_launcher(const LaunchOptions& options, SignalWatcher& signals) {
   round.master_port = options.master_port;
   round.store_hosted = true;
   round.run_id = new_run_id();
+  round.store_secret = launch_secret(options);
 
   std::unique_ptr<TcpStoreServer> server;
   if (options.host_store && options.node_rank == 0) {
     try {
-      server = start_tcp_store_server(options.master_addr, static_cast<uint16_t>(options.master_port));
+      server = start_tcp_store_server(options.master_addr, static_cast<uint16_t>(options.master_port),
+                                      store_options(options, round.store_secret, round.run_id));
     } catch (const Error& e) {
-      throw UsageError(fmt::format("cannot host the store on {}:{}: {}", options.master_addr, options.master_port,
-                                   e.what()));
+      // e names the address and the port and says what to check.
+      throw UsageError(fmt::format("cannot host the store: {}", e.what()));
     }
     round.master_port = server->port();
   }
@@ -127,13 +131,17 @@ int run_launcher(const LaunchOptions& options, SignalWatcher& signals) {
   const char* phase = "while connecting to the store";
   try {
     if (options.nnodes > 1) {
-      auto store = connect_store(round.master_addr, round.master_port, options.rdzv_timeout, signals);
+      // Node 0 knows the run id (its own); the others learn it in the rendezvous.
+      auto store = connect_store(round.master_addr, round.master_port, options.rdzv_timeout, signals,
+                                 launcher_client_options(options, round.store_secret,
+                                                         options.node_rank == 0 ? round.run_id : ""));
       link = std::make_unique<NodeRendezvous>(options, store, signals, host);
       phase = "while waiting for the other nodes";
       round.run_id = link->join(round.run_id);
     }
     phase = "between rounds";
-    Supervisor supervisor(options, signals, link.get(), host);
+    // The ranks' store, unprefixed: dcomm-run records deaths there for the survivors (rank_records.hpp).
+    Supervisor supervisor(options, signals, link.get(), host, connect_rank_store(round.master_addr, round.master_port));
     rc = run_rounds(options, supervisor, link.get(), host, round);
     if (link != nullptr && rc != kExitLauncherError) link->finish(options.grace_period + kFinishBound);
   } catch (const Interrupted& i) {

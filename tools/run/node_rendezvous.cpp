@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/deadline.hpp"
+#include "tools/run/reach.hpp"
 
 namespace dcomm::run {
 namespace {
@@ -33,21 +34,23 @@ void pause_or_interrupt(SignalWatcher& signals) {
 
 }  // namespace
 
-std::shared_ptr<Store> connect_store(const std::string& addr, int port, Duration timeout, SignalWatcher& signals) {
+std::shared_ptr<Store> connect_store(const std::string& addr, int port, Duration timeout, SignalWatcher& signals,
+                                     TcpStoreOptions opts) {
   Deadline deadline = Deadline::after(timeout);
   while (true) {
-    TcpStoreOptions opts;
     opts.timeout = std::min(kConnectSlice, std::max(deadline.remaining(), Duration(1)));
     try {
       auto store = connect_tcp_store(addr, static_cast<uint16_t>(port), opts);
       store->set_timeout(timeout);
       return make_prefix_store("dcomm-run/", store);
-    } catch (const TimeoutError& e) {
+    } catch (const TimeoutError&) {
+      // The attempts are sliced (kConnectSlice) for the signals' sake; their own messages describe one slice, so
+      // the user gets one sentence about the whole wait and the reason it fails now.
       if (deadline.expired()) {
-        throw LaunchError(fmt::format("no store at {}:{} after {} (--rdzv-timeout {}); is node 0's dcomm-run "
-                                      "running with the same --master-addr/--master-port? ({})",
+        throw LaunchError(fmt::format("no store at {}:{} after {} (--rdzv-timeout {}): {}; is node 0's dcomm-run "
+                                      "running, with the same --master-addr/--master-port?",
                                       addr, port, format_duration(deadline.elapsed()), format_duration(timeout),
-                                      e.what()));
+                                      unreachable_reason(addr, port)));
       }
     }
     pause_or_interrupt(signals);

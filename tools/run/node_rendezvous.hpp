@@ -36,8 +36,10 @@ class LaunchError : public std::runtime_error {
   explicit LaunchError(const std::string& message) : std::runtime_error(message) {}
 };
 
-/// Connects to the store at addr:port, retrying until `timeout` but giving up at once on a forwarded signal.
-std::shared_ptr<Store> connect_store(const std::string& addr, int port, Duration timeout, SignalWatcher& signals);
+/// Connects to the store at addr:port with `opts` (secret, job), retrying until `timeout` but giving up at once on
+/// a forwarded signal.
+std::shared_ptr<Store> connect_store(const std::string& addr, int port, Duration timeout, SignalWatcher& signals,
+                                     TcpStoreOptions opts);
 
 class NodeRendezvous final : public NodeLink {
  public:

@@ -5,6 +5,9 @@
 
 #include <cmath>
 
+#include "tools/run/suggest.hpp"
+#include "tools/run/torch_compat.hpp"
+
 namespace dcomm::run {
 namespace {
 
@@ -89,8 +92,9 @@ CommandLine parse_command_line(int argc, char** argv) {
 
   CLI::App app{"dcomm-run: start N ranks of a program on this node, host or join the store, supervise them.",
                "dcomm-run"};
-  app.add_option("--nproc-per-node,--nproc_per_node", o.nproc_per_node, "ranks to start on this node")->required();
-  app.add_option("--nnodes", o.nnodes, "nodes in the world (default 1)");
+  // --nproc-per-node and --nnodes take torchrun's forms (auto|cpu|gpu, MIN:MAX): torch_compat.cpp parses them.
+  TorchFlags torch;
+  add_torch_flags(app, &torch);
   app.add_option("--node-rank,--node_rank", o.node_rank, "this node's rank in [0, nnodes) (default 0)");
   auto* addr = app.add_option("--master-addr,--master_addr", o.master_addr,
                               "the store's address; node 0 hosts it there (default 127.0.0.1)");
@@ -128,18 +132,21 @@ CommandLine parse_command_line(int argc, char** argv) {
   if (!o.command.empty() && o.command.front() == "--") {
     o.command.erase(o.command.begin());
   } else if (!o.command.empty() && o.command.front().starts_with("-")) {
-    throw UsageError(fmt::format("unknown option '{}' (put the program after --)", o.command.front()));
+    throw UsageError(unknown_option_message(o.command.front(), option_names(app)));
   }
   o.prefix_output = !no_prefix;
   o.grace_period = seconds_option("--grace-period", grace_s, true);
   o.failure_window = seconds_option("--failure-window", window_s, true);
   o.rdzv_timeout = seconds_option("--rdzv-timeout", rdzv_timeout_s, false);
   o.node_timeout = seconds_option("--node-timeout", node_timeout_s, false);
+  apply_torch_flags(torch, &o);
   if (!endpoint.empty()) {
     parse_endpoint(endpoint, &o.master_addr, &o.master_port);
-    o.host_store = false;
+    // With torchrun's --rdzv-backend, the endpoint is where node 0's launcher hosts the store (torchrun's
+    // meaning); without it, a store that already runs there (dcomm-run's own meaning).
+    o.host_store = !o.torch.rdzv_backend.empty();
   }
-  validate(o, port->count() > 0, addr->count() > 0);
+  validate(o, port->count() > 0 || !endpoint.empty(), addr->count() > 0);
   return out;
 }
 

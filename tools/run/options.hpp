@@ -7,6 +7,8 @@
 
 #include <dcomm/types.hpp>
 
+#include "tools/run/torch_settings.hpp"
+
 namespace dcomm::run {
 
 /// The port dcomm-run uses when several nodes meet and none is given (torchrun's default too).
@@ -32,6 +34,7 @@ struct LaunchOptions {
   Duration node_timeout = std::chrono::seconds(30);
   std::string host_id;
   bool prefix_output = true;
+  TorchSettings torch;               ///< torchrun's options without a dcomm-run spelling (torch_compat.hpp)
   std::vector<std::string> command;  ///< the program and its arguments
 
   int world_size() const { return nnodes * nproc_per_node; }

@@ -1,5 +1,7 @@
 #include "tools/run/output_pump.hpp"
 
+#include "tools/run/status_line.hpp"
+
 #include <poll.h>
 #include <unistd.h>
 
@@ -34,17 +36,39 @@ void write_all(int fd, std::string_view data) {
 }
 
 LineForwarder::LineForwarder(int src_fd, int dest_fd, std::string prefix, std::size_t tail_lines)
-    : src_fd_(src_fd), dest_fd_(dest_fd), prefix_(std::move(prefix)), tail_lines_(tail_lines) {}
+    : src_fd_(src_fd), dest_fd_(dest_fd), prefix_(std::move(prefix)), tail_(tail_lines) {}
 
-LineForwarder::~LineForwarder() { close(); }
+LineForwarder::~LineForwarder() {
+  close();
+  if (log_fd_ >= 0) ::close(log_fd_);
+}
+
+void LineForwarder::copy_to(int log_fd, bool console) {
+  if (log_fd_ >= 0) ::close(log_fd_);
+  log_fd_ = log_fd;
+  console_ = console;
+}
+
+void LineForwarder::show_status_lines() { status_lines_ = true; }
 
 void LineForwarder::emit(std::string_view line, std::string* out) {
-  out->append(prefix_);
-  out->append(line);
-  out->push_back('\n');
-  if (tail_lines_ == 0) return;
-  tail_.emplace_back(line);
-  if (tail_.size() > tail_lines_) tail_.pop_front();
+  // A line that ends a redrawn one (a bar's last state, then '\n'): what a terminal would show of it.
+  std::string cleaned;
+  if (status_lines_ && line.find('\r') != std::string_view::npos) {
+    cleaned = visible_after_carriage_return(line);
+    if (cleaned.empty()) return;
+    line = cleaned;
+  }
+  if (console_) {
+    out->append(prefix_);
+    out->append(line);
+    out->push_back('\n');
+  }
+  if (log_fd_ >= 0) {
+    log_out_.append(line);
+    log_out_.push_back('\n');
+  }
+  tail_.add(line);
 }
 
 LineForwarder::ReadResult LineForwarder::read_some() {
@@ -63,8 +87,28 @@ LineForwarder::ReadResult LineForwarder::read_some() {
     emit(std::string_view(partial_).substr(0, kMaxLineBytes), &out);
     partial_.erase(0, kMaxLineBytes);
   }
-  write_all(dest_fd_, out);
+  if (status_lines_ && partial_.find('\r') != std::string::npos) {
+    // A redrawn line (a progress bar): the terminal shows what follows the last '\r'; the rest is overwritten.
+    std::string visible = visible_after_carriage_return(partial_);
+    partial_.clear();
+    write_out(out);
+    StatusLine::show(dest_fd_, visible.empty() ? visible : prefix_ + visible);
+    return ReadResult::kData;
+  }
+  write_out(out);
   return ReadResult::kData;
+}
+
+void LineForwarder::write_out(const std::string& out) {
+  if (!out.empty()) {
+    StatusLine::before_write();
+    write_all(dest_fd_, out);
+    StatusLine::after_write();
+  }
+  if (!log_out_.empty()) {
+    write_all(log_fd_, log_out_);
+    log_out_.clear();
+  }
 }
 
 bool LineForwarder::pump() {
@@ -87,7 +131,7 @@ void LineForwarder::finish() {
     std::string out;
     emit(partial_, &out);
     partial_.clear();
-    write_all(dest_fd_, out);
+    write_out(out);
   }
   ::close(src_fd_);
   src_fd_ = -1;

@@ -4,9 +4,10 @@
 // of different ranks never mix. The last few lines are kept for the failure summary.
 
 #include <cstddef>
-#include <deque>
 #include <string>
 #include <vector>
+
+#include "tools/run/stderr_tail.hpp"
 
 namespace dcomm::run {
 
@@ -21,6 +22,13 @@ class LineForwarder {
   LineForwarder(const LineForwarder&) = delete;
   LineForwarder& operator=(const LineForwarder&) = delete;
 
+  /// Also writes every line, without the prefix, to log_fd (taken over; -1: none), and to the console only when
+  /// `console` (torchrun's --tee, --redirects and --local-ranks-filter).
+  void copy_to(int log_fd, bool console);
+
+  /// Shows what follows a partial line's '\r' as the launcher's status line (status_line.hpp); for a terminal.
+  void show_status_lines();
+
   int fd() const { return src_fd_; }
   bool is_open() const { return src_fd_ >= 0; }
   /// Reads what is available and forwards complete lines; at EOF forwards the partial line and closes.
@@ -28,21 +36,25 @@ class LineForwarder {
   bool pump();
   /// Forwards a pending partial line and closes the pipe (for a rank whose pipe a grandchild keeps open).
   void close();
-  /// The last lines seen (without prefix), oldest first.
-  std::vector<std::string> tail() const { return {tail_.begin(), tail_.end()}; }
+  /// The last lines seen (without prefix), oldest first; a crash backtrace is summarised (stderr_tail.hpp).
+  std::vector<std::string> tail() const { return tail_.lines(); }
 
  private:
   enum class ReadResult { kData, kNothing, kEnd };
   ReadResult read_some();
   void finish();
   void emit(std::string_view line, std::string* out);
+  void write_out(const std::string& out);
 
   int src_fd_;
   int dest_fd_;
   std::string prefix_;
-  std::size_t tail_lines_;
   std::string partial_;
-  std::deque<std::string> tail_;
+  StderrTail tail_;
+  int log_fd_ = -1;
+  bool console_ = true;
+  std::string log_out_;
+  bool status_lines_ = false;
 };
 
 /// Writes all of data to fd, retrying short writes; gives up quietly if the reader has gone (EPIPE).

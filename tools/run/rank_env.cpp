@@ -4,6 +4,9 @@
 
 #include <unordered_set>
 
+#include "tools/run/status_line.hpp"
+#include "tools/run/torch_env.hpp"
+
 extern char** environ;
 
 namespace dcomm::run {
@@ -42,9 +45,16 @@ std::vector<std::string> rank_variables(const LaunchOptions& o, const RoundInfo&
   // Always set, so a value inherited from an outer launch cannot mislead the ranks.
   vars.emplace_back("DCOMM_STORE_HOSTED", round.store_hosted ? "1" : "0");
   if (!o.host_id.empty()) vars.emplace_back("DCOMM_HOST_ID", o.host_id);
+  // In the environment, never on a command line: ps shows command lines to every user, environments to none.
+  if (!round.store_secret.empty()) vars.emplace_back("DCOMM_STORE_SECRET", round.store_secret);
   std::vector<std::string> out;
   out.reserve(vars.size());
   for (const auto& [name, value] : vars) out.push_back(fmt::format("{}={}", name, value));
+  // A terminal sees progress bars through the launcher's status line (status_line.hpp).
+  out.push_back(fmt::format("DCOMM_RUN_TTY={}", StatusLine::enabled() ? 1 : 0));
+  for (const auto& [name, value] : torchelastic_variables(o, round, local_rank)) {
+    out.push_back(fmt::format("{}={}", name, value));
+  }
   return out;
 }
 

@@ -16,6 +16,7 @@ struct RoundInfo {
   std::string master_addr;    ///< where the ranks reach the store
   int master_port = 0;
   bool store_hosted = false;  ///< a store already runs there (ranks only connect)
+  std::string store_secret;   ///< the store's secret (DCOMM_STORE_SECRET), empty for none
 };
 
 /// The global rank of local rank `local_rank` on this node.

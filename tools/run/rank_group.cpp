@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 
 #include "tools/run/rank_exec.hpp"
+#include "tools/run/rank_logs.hpp"
+#include "tools/run/status_line.hpp"
 #include "tools/run/spawn.hpp"
 
 namespace dcomm::run {
@@ -30,10 +32,8 @@ void RankGroup::start(const RoundInfo& round) {
     r.exit.local_rank = local;
     r.exit.node_rank = options_.node_rank;
     r.exit.host = host_;
-    SpawnedProcess p;
-    try {
-      p = spawn_process(argv, merge_environment(base, rank_variables(options_, round, local)));
-    } catch (...) {
+    // If this rank cannot start (or its log files cannot be made), those already started are killed.
+    auto abandon = [&] {
       signal_all(SIGKILL, false);
       for (auto& started : ranks_) {
         while (::waitpid(started.exit.pid, nullptr, 0) < 0 && errno == EINTR) {
@@ -42,6 +42,12 @@ void RankGroup::start(const RoundInfo& round) {
         started.reaped = true;
       }
       close_output();
+    };
+    SpawnedProcess p;
+    try {
+      p = spawn_process(argv, merge_environment(base, rank_variables(options_, round, local)));
+    } catch (...) {
+      abandon();
       throw;
     }
     r.exit.pid = p.pid;
@@ -49,7 +55,14 @@ void RankGroup::start(const RoundInfo& round) {
     std::string prefix = options_.prefix_output ? fmt::format("[rank {}]: ", r.exit.rank) : std::string();
     r.out = std::make_unique<LineForwarder>(p.stdout_fd, STDOUT_FILENO, prefix, 0);
     r.err = std::make_unique<LineForwarder>(p.stderr_fd, STDERR_FILENO, prefix, kStderrTailLines);
+    if (StatusLine::enabled()) r.err->show_status_lines();
     ranks_.push_back(std::move(r));
+    try {
+      attach_rank_logs(options_, round, local, *ranks_.back().out, *ranks_.back().err);
+    } catch (...) {
+      abandon();
+      throw;
+    }
   }
 }
 
@@ -76,6 +89,29 @@ std::vector<std::size_t> RankGroup::reap() {
     found.push_back(i);
   }
   return found;
+}
+
+std::vector<std::size_t> RankGroup::poll_stops() {
+  std::vector<std::size_t> changed;
+  for (std::size_t i = 0; i < ranks_.size(); ++i) {
+    Rank& r = ranks_[i];
+    if (!r.running) continue;
+    // Without WNOWAIT: each stop and each continuation is reported once. WEXITED is not asked for, so an exit
+    // stays for reap().
+    siginfo_t info{};
+    if (::waitid(P_PID, static_cast<id_t>(r.exit.pid), &info, WSTOPPED | WCONTINUED | WNOHANG) != 0) continue;
+    if (info.si_pid == 0) continue;
+    if (info.si_code == CLD_STOPPED || info.si_code == CLD_TRAPPED) {
+      r.stop_signal = info.si_status;
+      r.stopped_at = Clock::now();
+    } else if (info.si_code == CLD_CONTINUED) {
+      r.stop_signal = 0;
+    } else {
+      continue;
+    }
+    changed.push_back(i);
+  }
+  return changed;
 }
 
 void RankGroup::release() {
@@ -124,6 +160,7 @@ void RankGroup::close_output() {
     r.out->close();
     r.err->close();
   }
+  StatusLine::show(STDERR_FILENO, "");  // a bar its rank left drawn must not stay on the terminal
 }
 
 }  // namespace dcomm::run

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "common/deadline.hpp"
 #include "tools/run/output_pump.hpp"
 #include "tools/run/rank_env.hpp"
 #include "tools/run/summary.hpp"
@@ -31,6 +32,8 @@ class RankGroup {
     RankExit exit;  ///< identity from the start; status once reaped
     bool running = false;
     bool reaped = false;  ///< exited ranks stay zombies (holding their group's number) until release()
+    int stop_signal = 0;  ///< the signal that stopped it (SIGSTOP, SIGTSTP, a debugger's), while it is stopped
+    Clock::time_point stopped_at{};
     std::unique_ptr<LineForwarder> out;
     std::unique_ptr<LineForwarder> err;
   };
@@ -39,6 +42,9 @@ class RankGroup {
   /// Collects the status of ranks that have exited (never blocks); returns their indices in the order found.
   /// They stay zombies until release().
   std::vector<std::size_t> reap();
+  /// Notes ranks that were stopped or continued since the last call (never blocks); returns the indices whose
+  /// stop_signal changed.
+  std::vector<std::size_t> poll_stops();
   /// Reaps the exited ranks for good; after this their process groups are no longer signalled.
   void release();
   /// Sends sig to the process group of every rank started this round (exited ranks' groups too, to reach

@@ -23,6 +23,10 @@ std::string describe_exit(const RankExit& e) {
     return fmt::format("dcomm-run on node {} (host {}, pid {}) received {}", e.node_rank, e.host, e.pid,
                        describe_status(e));
   }
+  if (!e.stalled.empty()) {
+    return fmt::format("rank {} (local rank {}, node {}, host {}, pid {}): {}", e.rank, e.local_rank, e.node_rank,
+                       e.host, e.pid, e.stalled);
+  }
   return fmt::format("rank {} (local rank {}, node {}, host {}, pid {}): {}", e.rank, e.local_rank, e.node_rank,
                      e.host, e.pid, describe_status(e));
 }
@@ -30,6 +34,7 @@ std::string describe_exit(const RankExit& e) {
 std::string describe_failure_briefly(const RankExit& e) {
   if (e.rank < 0 && !e.note.empty()) return fmt::format("dcomm-run on node {} {}", e.node_rank, e.note);
   if (e.rank < 0) return fmt::format("dcomm-run on node {} received {}", e.node_rank, describe_status(e));
+  if (!e.stalled.empty()) return fmt::format("rank {} stalled ({})", e.rank, e.stalled);
   return fmt::format("rank {} failed ({})", e.rank, describe_status(e));
 }
 
@@ -39,7 +44,7 @@ int exit_code_for(const RankExit& first) {
 }
 
 std::string format_failure_summary(const std::vector<RankExit>& failures, const std::vector<RankExit>& stopped,
-                                   int world_size) {
+                                   int world_size, const std::string& flight_report) {
   std::string out = fmt::format("dcomm-run: FAILED: {} of {} ranks failed; root cause first:\n", failures.size(),
                                 world_size);
   for (std::size_t i = 0; i < failures.size(); ++i) {
@@ -58,13 +63,15 @@ std::string format_failure_summary(const std::vector<RankExit>& failures, const 
     out += fmt::format("dcomm-run: stopped by dcomm-run after the failure: rank{} {}\n",
                        stopped.size() == 1 ? "" : "s", ranks);
   }
+  if (!flight_report.empty()) out += fmt::format("dcomm-run: flight recorder: {}\n", flight_report);
   return out;
 }
 
 std::string encode_exit(const RankExit& e) {
   nlohmann::json j = {{"rank", e.rank},   {"local_rank", e.local_rank}, {"node_rank", e.node_rank},
                       {"host", e.host},   {"pid", e.pid},               {"signaled", e.signaled},
-                      {"code", e.code},   {"stderr_tail", e.stderr_tail}, {"note", e.note}};
+                      {"code", e.code},   {"stderr_tail", e.stderr_tail}, {"note", e.note},
+                      {"stalled", e.stalled}};
   return j.dump();
 }
 
@@ -85,6 +92,7 @@ RankExit decode_exit(const std::string& text) {
   e.code = j.value("code", 1);
   e.stderr_tail = j.value("stderr_tail", std::vector<std::string>{});
   e.note = j.value("note", std::string());
+  e.stalled = j.value("stalled", std::string());
   return e;
 }
 

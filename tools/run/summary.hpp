@@ -29,6 +29,9 @@ struct RankExit {
   bool stopped = false;   ///< dcomm-run stopped it (after another rank failed, or forwarding a signal)
   std::vector<std::string> stderr_tail;
   std::string note;  ///< for rank -1 without a signal: what happened to that launcher
+  /// Set when the rank was stopped by a signal before the round's first failure and never resumed: it is the
+  /// root cause of its peers' timeouts ("stopped by signal 19 (SIGSTOP) 10.2 s before the first failure ...").
+  std::string stalled;
 
   bool failed() const { return signaled || code != 0; }
 };
@@ -44,8 +47,9 @@ int exit_code_for(const RankExit& first);
 
 /// The summary written to stderr, one "dcomm-run: " line each: the failures, root cause first, each with the
 /// last lines of its stderr, then which ranks dcomm-run stopped.
+/// `flight_report`, when not empty, is the flight recorder's account of where every rank was (one line).
 std::string format_failure_summary(const std::vector<RankExit>& failures, const std::vector<RankExit>& stopped,
-                                   int world_size);
+                                   int world_size, const std::string& flight_report = {});
 
 /// A RankExit as one line of JSON, for other nodes' launchers (through the store), and back.
 std::string encode_exit(const RankExit& e);

@@ -8,6 +8,8 @@
 
 #include <dcomm/error.hpp>
 
+#include <fmt/format.h>
+
 #include "common/deadline.hpp"
 
 namespace dcomm::run {
@@ -23,7 +25,10 @@ struct Supervisor::State {
   Clock::time_point term_at = Clock::time_point::max();  // a failure was seen: SIGTERM the rest at this time
   Clock::time_point next_link_poll{};
   Clock::time_point drain_until = Clock::time_point::max();
-  State(const LaunchOptions& o, const std::string& host) : group(o, host) {}
+  RankRecords records;
+  std::vector<int> stalled;  ///< local indices of ranks blamed as stalled (not listed again as stopped)
+  State(const LaunchOptions& o, const std::string& host, std::shared_ptr<Store> store, const RoundInfo& round)
+      : group(o, host), records(std::move(store), round) {}
 };
 
 void Supervisor::begin_stop(State& s, int sig) {
@@ -41,9 +46,54 @@ void Supervisor::schedule_stop(State& s) {
   if (options_.failure_window <= Duration(0)) begin_stop(s, SIGTERM);
 }
 
+void Supervisor::blame_stalled(State& s) {
+  auto& ranks = s.group.ranks();
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    const RankGroup::Rank& r = ranks[i];
+    if (!r.running || r.stop_signal == 0) continue;
+    RankExit e = r.exit;
+    e.stalled = fmt::format("stopped by signal {} {} {} before the first failure and never resumed; its peers "
+                            "timed out waiting for it",
+                            r.stop_signal, describe_signal(r.stop_signal),
+                            format_duration(std::chrono::duration_cast<Duration>(Clock::now() - r.stopped_at)));
+    s.result.failures.push_back(e);
+    s.stalled.push_back(static_cast<int>(i));
+  }
+}
+
+void Supervisor::blame_hang_culprit(State& s) {
+  auto culprit = s.records.hang_culprit();
+  if (!culprit || s.result.failures.empty() || !s.result.failures.front().stalled.empty()) return;
+  const auto& ranks = s.group.ranks();
+  auto local = std::find_if(ranks.begin(), ranks.end(), [&](const auto& r) { return r.exit.rank == culprit->first; });
+  if (local == ranks.end()) return;  // another node's rank: its launcher says so
+  // Whether dcomm-run stopped it or it ended on its own after the failure, it is the cause, listed once.
+  std::erase_if(s.result.stopped, [&](const RankExit& e) { return e.rank == culprit->first; });
+  std::erase_if(s.result.failures, [&](const RankExit& e) { return e.rank == culprit->first; });
+  RankExit e = local->exit;
+  e.stalled = culprit->second;
+  s.result.failures.insert(s.result.failures.begin(), e);
+}
+
+void Supervisor::put_recorded_root_first(State& s) {
+  auto root = s.records.root_rank();
+  if (!root || s.result.failures.empty() || !s.result.failures.front().stalled.empty()) return;
+  auto it = std::find_if(s.result.failures.begin(), s.result.failures.end(),
+                         [&](const RankExit& e) { return e.rank == *root; });
+  if (it != s.result.failures.end()) std::rotate(s.result.failures.begin(), it, it + 1);
+}
+
+void Supervisor::handle_stops(State& s) {
+  for (std::size_t i : s.group.poll_stops()) {
+    const RankGroup::Rank& r = s.group.ranks()[i];
+    s.records.rank_stopped(r.exit.rank, r.stop_signal);
+  }
+}
+
 void Supervisor::record_failure(State& s, const RankExit& e) {
   if (s.result.outcome == RoundResult::Outcome::kSucceeded) s.result.outcome = RoundResult::Outcome::kFailed;
-  if (link_ != nullptr && s.result.failures.empty() && s.result.outcome != RoundResult::Outcome::kLinkLost) {
+  const bool first = s.result.failures.empty();
+  if (link_ != nullptr && first && s.result.outcome != RoundResult::Outcome::kLinkLost) {
     try {
       RankExit first = link_->report_failure(s.round, e);
       // Another node failed first: its failure is the root cause, ours follows.
@@ -52,6 +102,8 @@ void Supervisor::record_failure(State& s, const RankExit& e) {
       s.result.link_error = err.what();
     }
   }
+  // A rank stopped by a signal makes its peers time out: it, not the first of them to exit, is the cause.
+  if (first) blame_stalled(s);
   s.result.failures.push_back(e);
 }
 
@@ -91,6 +143,9 @@ void Supervisor::handle_exits(State& s) {
     for (int reads = 0; reads < kExitDrainReads && (r.out->pump() || r.err->pump()); ++reads) {
     }
     r.exit.stderr_tail = r.err->tail();
+    const bool stalled = std::find(s.stalled.begin(), s.stalled.end(), static_cast<int>(i)) != s.stalled.end();
+    if (stalled) continue;  // already the root cause of the summary
+    if (r.exit.failed()) s.records.rank_failed(r.exit);
     if (r.exit.stopped) {
       s.result.stopped.push_back(r.exit);
     } else if (r.exit.failed()) {
@@ -121,13 +176,15 @@ void Supervisor::poll_link(State& s) {
 }
 
 RoundResult Supervisor::run_round(const RoundInfo& round) {
-  State s(options_, host_);
+  State s(options_, host_, rank_store_, round);
   s.round = round.restart_count;
   s.group.start(round);
   bool others_done = link_ == nullptr;
   while (true) {
     handle_signals(s);
+    handle_stops(s);
     handle_exits(s);
+    s.records.flush_pending();
     poll_link(s);
     if (!s.stopping && Clock::now() >= s.term_at) begin_stop(s, SIGTERM);
     // After the grace period, SIGKILL also reaches grandchildren that outlived their rank and hold its pipes.
@@ -167,6 +224,7 @@ RoundResult Supervisor::run_round(const RoundInfo& round) {
     if (s.stopping && !s.killed) until(s.kill_at);
     if (!s.stopping && s.term_at != Clock::time_point::max()) until(s.term_at);
     if (!s.group.any_running()) until(s.drain_until);
+    if (s.records.next_pending() != Clock::time_point::max()) until(s.records.next_pending());
     ::poll(fds.data(), fds.size(), static_cast<int>(std::max(wait, Duration(0)).count()));
     // One read per pipe per pass, so a chatty rank cannot starve the others.
     for (auto& r : s.group.ranks()) {
@@ -177,6 +235,16 @@ RoundResult Supervisor::run_round(const RoundInfo& round) {
   s.group.close_output();
   if (s.stopping) s.group.signal_all(SIGKILL, false);  // grandchildren left in the ranks' groups
   s.group.release();
+  if (!s.result.failures.empty()) {
+    s.records.flush_pending();
+    s.result.flight_report = s.records.flight_report().value_or("");
+    put_recorded_root_first(s);
+    blame_hang_culprit(s);
+  }
+  // A rank killed while it set up its shared memory leaves its segment behind; nothing of the run may stay.
+  std::vector<int> pids;
+  for (const auto& r : s.group.ranks()) pids.push_back(r.exit.pid);
+  remove_leftover_segments(round.run_id, pids);
   return std::move(s.result);
 }
 

@@ -7,6 +7,7 @@
 
 #include "tools/run/node_link.hpp"
 #include "tools/run/rank_group.hpp"
+#include "tools/run/rank_records.hpp"
 #include "tools/run/signals.hpp"
 
 namespace dcomm::run {
@@ -23,6 +24,7 @@ struct RoundResult {
   std::vector<RankExit> stopped;
   int signal = 0;
   std::string link_error;
+  std::string flight_report;  ///< the flight recorder's report of a timeout, when a rank wrote one
 };
 
 class Supervisor {
@@ -34,8 +36,10 @@ class Supervisor {
   /// Reads of an exited rank's pipes before its stderr tail is taken.
   static constexpr int kExitDrainReads = 64;
 
-  Supervisor(const LaunchOptions& o, SignalWatcher& signals, NodeLink* link, std::string host)
-      : options_(o), signals_(signals), link_(link), host_(std::move(host)) {}
+  /// `rank_store`: an unprefixed client of the ranks' store (rank_records.hpp), or null.
+  Supervisor(const LaunchOptions& o, SignalWatcher& signals, NodeLink* link, std::string host,
+             std::shared_ptr<Store> rank_store = nullptr)
+      : options_(o), signals_(signals), link_(link), host_(std::move(host)), rank_store_(std::move(rank_store)) {}
 
   /// Runs one round to its end. Throws dcomm::SystemError when the program cannot be started.
   RoundResult run_round(const RoundInfo& round);
@@ -48,11 +52,21 @@ class Supervisor {
   void begin_stop(State& s, int sig);
   void schedule_stop(State& s);
   void record_failure(State& s, const RankExit& e);
+  void handle_stops(State& s);
+  /// At the round's first failure: the ranks stopped by a signal since before it, as root causes.
+  void blame_stalled(State& s);
+  /// After a failed round: a local rank that a flight recorder found holding up a timed-out call (alive, in user
+  /// code, so dcomm-run stopped it) leads the summary instead of the first rank that timed out.
+  void blame_hang_culprit(State& s);
+  /// After a failed round: the rank recorded as the root cause (rank_records.hpp) leads the failures, so the
+  /// summary agrees with what the ranks said (a survivor may exit, and be reaped, before the rank that died).
+  void put_recorded_root_first(State& s);
 
   const LaunchOptions& options_;
   SignalWatcher& signals_;
   NodeLink* link_;
   std::string host_;
+  std::shared_ptr<Store> rank_store_;
 };
 
 }  // namespace dcomm::run

@@ -7,11 +7,11 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 
 #include <dcomm/error.hpp>
 
 #include "common/env.hpp"
+#include "common/process.hpp"
 #include "common/log.hpp"
 #include "transports/shm/shm_cma.hpp"
 #include "transports/store_keys.hpp"
@@ -28,17 +28,6 @@ uint64_t positive_knob(const char* name, long long fallback, long long min) {
   long long v = env::get_int(name, fallback);
   if (v < min) throw InvalidUsageError(fmt::format("{}={} is below the minimum {}", name, v, min));
   return static_cast<uint64_t>(v);
-}
-
-/// Whether `pid` has exited. A zombie (exited, not yet reaped by its parent) counts as exited.
-bool process_exited(int pid) {
-  if (::kill(pid, 0) != 0 && errno == ESRCH) return true;
-  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
-  std::string line;
-  if (!std::getline(stat, line)) return false;
-  auto close_paren = line.rfind(')');
-  return close_paren != std::string::npos && close_paren + 2 < line.size() &&
-         (line[close_paren + 2] == 'Z' || line[close_paren + 2] == 'X');
 }
 
 }  // namespace
@@ -76,7 +65,7 @@ void ShmTransport::connect(Store& store, const std::vector<PeerInfo>& peers, con
   std::string what = fmt::format("shm connect rank {}/{}", ctx_.self.rank, ctx_.world_size);
   std::vector<int> ranks;
   for (const auto& info : peers) ranks.push_back(info.rank);
-  wait_for_ranks(store, "segment", ranks, deadline, what, "publish their shm segment");
+  wait_for_ranks(store, "segment", ranks, deadline, what, "publish their shm segment", ctx_.failures);
   for (const auto& info : peers) {
     Peer& p = peer(info.rank);
     p.info = info;
@@ -102,7 +91,7 @@ void ShmTransport::connect(Store& store, const std::vector<PeerInfo>& peers, con
   // Once every peer has mapped this rank's segment its name can go: the mappings keep the memory, and a crash
   // from here on leaves nothing behind in /dev/shm.
   store.set(rank_key("mapped", ctx_.self.rank), std::string("1"));
-  wait_for_ranks(store, "mapped", ranks, deadline, what, "map this rank's shm segment");
+  wait_for_ranks(store, "mapped", ranks, deadline, what, "map this rank's shm segment", ctx_.failures);
   mine_.unlink();
 }
 
@@ -112,7 +101,7 @@ std::string ShmTransport::peer_failure(int rank) {
   if (p.seg.header()->closed.load(std::memory_order_acquire) != 0) {
     return fmt::format("rank {} (pid {} on host {}) closed its shm transport", rank, p.info.pid, p.info.hostname);
   }
-  if (p.info.pid != ::getpid() && process_exited(p.info.pid)) {
+  if (local_process_state(p.info.pid) == ProcessState::kExited) {
     return fmt::format("process {} (rank {}) on host {} exited", p.info.pid, rank, p.info.hostname);
   }
   return {};

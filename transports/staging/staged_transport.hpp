@@ -51,6 +51,7 @@ class StagedTransport final : public Transport, private ArrivalSink {
   void discard(const Incoming& msg) override;
   std::string peer_failure(int peer) override { return inner_->peer_failure(peer); }
   void close() noexcept override;
+  void abandon() noexcept override { inner_->abandon(); }
 
  private:
   struct Header {

@@ -5,33 +5,14 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <fstream>
 
 #include <dcomm/error.hpp>
 
 #include "common/log.hpp"
+#include "common/process.hpp"
 #include "transports/ucx/ucx_worker.hpp"
 
 namespace dcomm::transport::ucx {
-namespace {
-
-// Whether a process of this host has exited: gone from the process table, or a zombie its parent has not reaped
-// yet. Empty while it runs (or when it cannot tell, e.g. it belongs to another user: never a false alarm).
-std::string local_process_gone(int pid) {
-  if (pid <= 0 || pid == ::getpid()) return {};
-  if (::kill(pid, 0) != 0 && errno == ESRCH) return fmt::format("its process (pid {}) has exited", pid);
-  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
-  std::string line;
-  if (!std::getline(stat, line)) return {};
-  // The state follows the command name, which is in parentheses and may itself contain ") ".
-  std::size_t close = line.rfind(')');
-  if (close != std::string::npos && close + 2 < line.size() && (line[close + 2] == 'Z' || line[close + 2] == 'X')) {
-    return fmt::format("its process (pid {}) has exited", pid);
-  }
-  return {};
-}
-
-}  // namespace
 
 UcxEndpoints::UcxEndpoints(ucp_worker_h worker, const PeerInfo& self, int world_size,
                            std::function<void(int, const std::string&)> on_failure)
@@ -106,7 +87,9 @@ std::string UcxEndpoints::failure(int peer) {
   Peer* p = find(peer);
   if (p == nullptr) return {};
   if (p->cause.empty() && !self_.host_id.empty() && p->info.host_id == self_.host_id) {
-    if (std::string gone = local_process_gone(p->info.pid); !gone.empty()) mark_failed(*p, gone);
+    if (local_process_state(p->info.pid) == ProcessState::kExited) {
+      mark_failed(*p, fmt::format("its process (pid {}) has exited", p->info.pid));
+    }
   }
   if (p->cause.empty()) return {};
   return fmt::format("{}: {}", name(peer), p->cause);

@@ -58,6 +58,12 @@ void UcxTransport::publish(Store& store) {
 
 void UcxTransport::connect(Store& store, const std::vector<PeerInfo>& peers, const Deadline& deadline) {
   check_open("connect");
+  // A peer that died before publishing its address is named as soon as it is recorded (by dcomm-run).
+  std::vector<std::string> keys;
+  for (const PeerInfo& p : peers) keys.push_back(UcxEndpoints::address_key(p.rank));
+  if (!keys.empty()) {
+    rdzv::wait_watching_failures(store, keys, deadline, ctx_.failures, fmt::format("ucx connect {}", who()));
+  }
   endpoints_->connect(store, peers, deadline);
   DCOMM_DEBUG("ucx: {} connected to {} peer(s)", who(), peers.size());
 }
@@ -69,7 +75,8 @@ std::string UcxTransport::peer_failure(int peer) {
 
 void UcxTransport::close() noexcept {
   if (!worker_) return;
-  Deadline deadline = Deadline::after(std::min(ctx_.timeout, kCloseBudget));
+  // After a failure nothing needs delivering: no flush, so a stopped peer cannot delay the error's report.
+  Deadline deadline = Deadline::after(abandoned_ ? Duration(0) : std::min(ctx_.timeout, kCloseBudget));
   // Messages announced but never taken are dropped, so UCX gets its buffers back and their senders complete.
   try {
     for (const auto& [token, msg] : announced_) start_receive(msg, nullptr, worker_->drop_datatype(), Device::host(), nullptr);

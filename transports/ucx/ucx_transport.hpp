@@ -39,6 +39,7 @@ class UcxTransport final : public Transport {
   void discard(const Incoming& msg) override;
   std::string peer_failure(int peer) override;
   void close() noexcept override;
+  void abandon() noexcept override { abandoned_ = true; }
 
  private:
   std::string who() const;
@@ -62,6 +63,7 @@ class UcxTransport final : public Transport {
   // Messages announced to the sink and not yet received or discarded. UCX keeps a probed message until it is
   // received, so close() discards these, and receive() refuses a token twice instead of handing UCX a stale handle.
   std::unordered_map<uint64_t, Incoming> announced_;  // by token
+  bool abandoned_ = false;  // the world failed: close() flushes nothing
 };
 
 }  // namespace dcomm::transport::ucx

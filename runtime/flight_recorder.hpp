@@ -1,0 +1,86 @@
+#pragma once
+// The flight recorder: per group, the last N collectives this rank ran (sequence number, collective, algorithm,
+// dtype, count, root, state, start and end), always on. Recording costs two uncontended lock/unlock pairs and a
+// few stores per call; nothing is formatted until someone asks. A rank is asked (runtime/hang_report.hpp) when a
+// peer's collective times out, and dumps at exit when DCOMM_FLIGHT_RECORDER_DUMP names a file or "stderr".
+// The dump formats (text and JSON) are in docs/errors.md. Anchors: torch's flight recorder, NCCL's RAS.
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include <dcomm/process_group.hpp>
+
+#include "common/deadline.hpp"
+
+namespace dcomm::runtime {
+
+class FlightRecorder {
+ public:
+  enum class State : uint8_t { kRunning, kDone, kFailed };
+  struct Entry {
+    uint64_t seq = 0;
+    Collective coll = Collective::kAllReduce;
+    const char* algorithm = nullptr;  ///< static storage (the algorithm table); null until chosen
+    DType dtype = DType::kUInt8;
+    std::size_t count = 0;
+    int root = 0;
+    State state = State::kRunning;
+    Clock::time_point start{}, end{};
+  };
+  /// Where this rank is in the group, as of `now`.
+  struct Position {
+    bool in_call = false;       ///< inside a collective (the newest entry is running)
+    bool any = false;           ///< the group has run anything
+    Entry newest;               ///< the running call, or the last one that ended
+    Duration for_time{};        ///< how long it has been running, or how long since it ended
+  };
+
+  /// `label`: "group 0"; `world_ranks`: the group's members. Capacity from DCOMM_FLIGHT_RECORDER_ENTRIES (64).
+  FlightRecorder(uint32_t context, std::vector<int> world_ranks);
+
+  void begin(uint64_t seq, Collective coll, DType dtype, std::size_t count, int root);
+  void end(bool ok);
+  /// The engine stores the algorithm it chose here (collectives/engine.hpp, Args::chosen_algorithm).
+  std::atomic<const char*>* algorithm_slot() { return &algorithm_; }
+
+  uint32_t context() const { return context_; }
+  const std::vector<int>& world_ranks() const { return world_ranks_; }
+  Position position(Clock::time_point now) const;
+  /// {"context", "ranks", "in_call", "entries": [{"seq", "collective", "algorithm", "dtype", "count", "root",
+  /// "state", "started_s_ago", "duration_s"}]}: oldest first.
+  nlohmann::json to_json(Clock::time_point now) const;
+
+ private:
+  uint32_t context_;
+  std::vector<int> world_ranks_;
+  mutable std::mutex mu_;
+  std::vector<Entry> ring_;
+  uint64_t recorded_ = 0;  ///< entries ever begun; the newest is ring_[(recorded_ - 1) % size]
+  std::atomic<const char*> algorithm_{nullptr};
+};
+
+/// Every group recorder of one process's world, for dumps. It keeps them for the world's life, so a dump at exit
+/// still shows groups already destroyed (a recorder is a few KiB).
+class FlightRecorders {
+ public:
+  std::shared_ptr<FlightRecorder> add(uint32_t context, std::vector<int> world_ranks);
+  /// One rank's dump: {"rank", "world_size", "pid", "host", "time" (ISO 8601 UTC), "groups": [...]}.
+  nlohmann::json dump(int rank, int world_size) const;
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::shared_ptr<FlightRecorder>> groups_;
+};
+
+/// A dump as people read it (one line per group, then one per entry).
+std::string dump_text(const nlohmann::json& dump);
+/// "all_reduce #42" (the call a position names).
+std::string call_name(const nlohmann::json& entry);
+
+}  // namespace dcomm::runtime

@@ -1,0 +1,37 @@
+#!/usr/bin/env python3
+"""Two mpirun jobs at once on this host, neither with MASTER_ADDR/MASTER_PORT: each must rendezvous in its own
+store (on a port derived from its job id) and succeed. Before, both reached for port 29500 and one failed.
+Usage: two_mpirun_jobs.py PROGRAM. Skips (77) without mpirun."""
+import os
+import shutil
+import subprocess
+import sys
+
+RANKS = 3
+prog = sys.argv[1]
+mpirun = shutil.which("mpirun")
+if mpirun is None:
+    print("skip: no mpirun")
+    sys.exit(77)
+env = {k: v for k, v in os.environ.items()
+       if not k.startswith(("DCOMM_", "MASTER_", "OMPI_", "PMIX_", "SLURM_"))
+       and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")}
+cmd = [mpirun, "-n", str(RANKS), "--oversubscribe"]
+if os.geteuid() == 0:
+    cmd.append("--allow-run-as-root")
+jobs = [subprocess.Popen(cmd + [prog], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for _ in range(2)]
+failed = False
+for i, job in enumerate(jobs):
+    try:
+        out, _ = job.communicate(timeout=150)
+    except subprocess.TimeoutExpired:
+        job.kill()
+        out, _ = job.communicate()
+        print(f"job {i}: timed out")
+    ok = out.count(": ok") == RANKS and job.returncode == 0
+    print(f"== job {i}: exit {job.returncode}\n{out}")
+    failed |= not ok
+if failed:
+    sys.exit("FAIL: both jobs must succeed on every rank")
+print("ok: two concurrent mpirun jobs without MASTER_PORT")
