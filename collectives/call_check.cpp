@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <dcomm/error.hpp>
 
@@ -34,12 +35,19 @@ uint64_t agreed_count(const Args& a) {
   }
 }
 
-// The merged state: the lowest rank seen and its call, and the lowest seen rank whose call differs from it.
+// The merged state: the lowest rank seen and its call, the lowest seen rank whose call differs from it, and the
+// lowest seen rank whose call is invalid with its reason. Only the reason's used bytes travel, so a valid call
+// pays 8 bytes for it.
 struct Summary {
   int32_t low = 0;
   int32_t bad = -1;
   CallDescriptor low_call;
   CallDescriptor bad_call;
+  int32_t invalid = -1;
+  uint32_t reason_bytes = 0;
+  char reason[kMaxReasonBytes];
+
+  std::size_t wire_bytes() const { return offsetof(Summary, reason) + reason_bytes; }
 };
 
 bool same(const CallDescriptor& a, const CallDescriptor& b) { return std::memcmp(&a, &b, sizeof a) == 0; }
@@ -57,6 +65,10 @@ void merge(Summary& m, const Summary& t) {
     cand = hi.bad, cand_call = hi.bad_call;
   }
   if (cand >= 0 && (out.bad < 0 || cand < out.bad)) out.bad = cand, out.bad_call = cand_call;
+  if (hi.invalid >= 0 && (out.invalid < 0 || hi.invalid < out.invalid)) {
+    out.invalid = hi.invalid, out.reason_bytes = hi.reason_bytes;
+    std::memcpy(out.reason, hi.reason, hi.reason_bytes);
+  }
   m = out;
 }
 
@@ -77,7 +89,7 @@ std::string first_difference(const CallDescriptor& a, const CallDescriptor& b) {
 
 }  // namespace
 
-CallDescriptor describe_call(const Args& args, const Algorithm& algorithm) {
+CallDescriptor describe_call(const Args& args, const char* algorithm) {
   CallDescriptor d;
   Collective c = args.coll;
   d.collective = static_cast<uint8_t>(c);
@@ -87,7 +99,7 @@ CallDescriptor describe_call(const Args& args, const Algorithm& algorithm) {
   d.count = args.vector_variant ? 0 : agreed_count(args);
   d.op = reducing(c) ? static_cast<uint8_t>(args.red.op) : 0;
   d.root = rooted(c) ? args.root : 0;
-  std::strncpy(d.algorithm, algorithm.name, sizeof d.algorithm - 1);
+  std::strncpy(d.algorithm, algorithm, sizeof d.algorithm - 1);
   return d;
 }
 
@@ -100,11 +112,16 @@ std::string to_string(const CallDescriptor& d) {
   return s + fmt::format(", algorithm {})", d.algorithm);
 }
 
-void check_calls_match(const Context& c, const CallDescriptor* mine, CheckRider* rider) {
+void check_calls_match(const Context& c, const CallDescriptor* mine, CheckRider* rider, std::string_view invalid) {
   const int p = c.size();
   Summary s;
   s.low = c.rank();
   if (mine != nullptr) s.low_call = *mine;
+  if (!invalid.empty()) {
+    s.invalid = c.rank();
+    s.reason_bytes = static_cast<uint32_t>(std::min(invalid.size(), kMaxReasonBytes));
+    std::memcpy(s.reason, invalid.data(), s.reason_bytes);
+  }
   // The dissemination rounds of agree(), with room after the summary for a rider's data. Both buffers stay
   // uninitialised beyond what is sent: only the stack is reserved.
   alignas(8) char out[sizeof(Summary) + kMaxRideBytes];
@@ -115,25 +132,37 @@ void check_calls_match(const Context& c, const CallDescriptor* mine, CheckRider*
       throw Error(ErrorCode::kInternal, fmt::format("{}: {} bytes ride on the call check, more than the {} it carries",
                                                     c.what, ride.size(), kMaxRideBytes));
     }
-    std::memcpy(out, &s, sizeof s);
-    if (!ride.empty()) std::memcpy(out + sizeof s, ride.data(), ride.size());
+    const std::size_t head = s.wire_bytes();
+    std::memcpy(out, &s, head);
+    if (!ride.empty()) std::memcpy(out + head, ride.data(), ride.size());
     const uint32_t step = kCheckStepBase + static_cast<uint32_t>(k);
-    auto r = c.irecv(pattern::dissemination_from(c.rank(), p, k), step, in, sizeof in);
-    auto w = c.isend(pattern::dissemination_to(c.rank(), p, k), step, out, sizeof s + ride.size());
+    const int from = pattern::dissemination_from(c.rank(), p, k);
+    auto r = c.irecv(from, step, in, sizeof in);
+    auto w = c.isend(pattern::dissemination_to(c.rank(), p, k), step, out, head + ride.size());
     const std::size_t got = c.wait_received(r);
     c.wait(w);
-    if (got < sizeof(Summary)) {
+    Summary theirs;
+    if (got >= offsetof(Summary, reason)) std::memcpy(static_cast<void*>(&theirs), in, offsetof(Summary, reason));
+    if (got < offsetof(Summary, reason) || theirs.reason_bytes > kMaxReasonBytes || got < theirs.wire_bytes()) {
       throw InvalidUsageError(fmt::format("{}: the call check (call #{} of this group) received {} bytes from rank {}, "
                                           "less than a call descriptor; that rank runs a different dcomm or has the "
                                           "check off (DCOMM_CHECK_CALLS must be alike on every rank)",
-                                          c.what, c.seq, got, pattern::dissemination_from(c.rank(), p, k)));
+                                          c.what, c.seq, got, from));
     }
-    Summary theirs;
-    std::memcpy(&theirs, in, sizeof theirs);
+    std::memcpy(theirs.reason, in + offsetof(Summary, reason), theirs.reason_bytes);
     if (mine != nullptr) merge(s, theirs);
-    if (rider != nullptr) rider->arrived(k, std::span<const char>(in + sizeof s, got - sizeof s));
+    const std::size_t their_head = theirs.wire_bytes();
+    if (rider != nullptr) rider->arrived(k, std::span<const char>(in + their_head, got - their_head));
   }
-  if (mine == nullptr || s.bad < 0) return;
+  if (mine == nullptr) return;
+  if (s.invalid >= 0) {
+    // A caller mistake on one rank: every rank fails this call alike, so no rank's next call pairs with it.
+    throw InvalidUsageError(fmt::format(
+        "{}: call #{} of this group is invalid on rank {}: {}; every rank of the group fails this call with this "
+        "error (no result was produced) and the group stays usable - fix the call on rank {}",
+        c.what, c.seq, s.invalid, std::string_view(s.reason, s.reason_bytes), s.invalid));
+  }
+  if (s.bad < 0) return;
   throw InvalidUsageError(fmt::format(
       "{}: mismatched collective calls (call #{} of this group): rank {} called {} but rank {} called {} ({}); "
       "every rank must issue the same collectives in the same order with the same dtype, count, op, root and "

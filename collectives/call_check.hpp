@@ -8,10 +8,15 @@
 // instead of a check and then an exchange. Every rank posts its receives with room for the largest rider, so the
 // rounds match whatever each rank called; the data of a rank whose call differs is never used, since the check
 // then throws on every rank.
+//
+// A rank whose own call is invalid (a null buffer, a root's send buffer too small, a count whose bytes overflow)
+// does not throw alone: it joins the check with "invalid: <reason>", so every rank fails the same call naming it,
+// and the call's number is used up on every rank alike - the next call pairs with the next call everywhere.
 
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "collectives/engine.hpp"
 #include "collectives/registry.hpp"
@@ -29,7 +34,8 @@ struct CallDescriptor {
   char algorithm[32] = {};
 };
 
-CallDescriptor describe_call(const Args& args, const Algorithm& algorithm);
+/// `algorithm`: the name of the algorithm chosen (empty for a call that failed validation: it runs none).
+CallDescriptor describe_call(const Args& args, const char* algorithm);
 /// "all_reduce(dtype float32, count 1000, op sum, algorithm ring)".
 std::string to_string(const CallDescriptor& d);
 
@@ -47,8 +53,14 @@ class CheckRider {
   virtual void arrived(int round, std::span<const char> data) = 0;
 };
 
-/// Collective over the group; throws InvalidUsageError on every rank when any rank's descriptor differs.
-/// `mine` null: checks are off and the rounds carry only the rider's data.
-void check_calls_match(const Context& c, const CallDescriptor* mine, CheckRider* rider = nullptr);
+/// The most bytes of an invalid call's reason that travel with the check (longer ones are cut).
+inline constexpr std::size_t kMaxReasonBytes = 240;
+
+/// Collective over the group; throws InvalidUsageError on every rank when any rank's call is invalid (naming the
+/// lowest such rank and its reason) or any rank's descriptor differs. `invalid` non-empty: why this rank's call
+/// cannot run (a caller mistake found locally, call_problem()); this rank then takes part only to tell the others,
+/// and must not pass a rider. `mine` null: checks are off and the rounds carry only the rider's data.
+void check_calls_match(const Context& c, const CallDescriptor* mine, CheckRider* rider = nullptr,
+                       std::string_view invalid = {});
 
 }  // namespace dcomm::coll

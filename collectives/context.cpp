@@ -94,6 +94,14 @@ void Context::reduce(void* dst, const void* src, std::size_t count) const {
   reduce_into(dst, src, count, dtype_, op(), device_);
 }
 
+Scratch Context::scratch(std::size_t count) const {
+  try {
+    return Scratch(count * esize_, device_);
+  } catch (const Error& e) {
+    throw Error(e.code(), fmt::format("{} (call #{}): {}", what, seq, e.what()));
+  }
+}
+
 void Context::copy(void* dst, const void* src, std::size_t count) const {
   copy_bytes(dst, src, count * esize_, device_);
 }

@@ -24,6 +24,7 @@ inline constexpr uint32_t kCheckStepBase = 2016;
 class Scratch {
  public:
   Scratch() = default;
+  /// Throws SystemError (ENOMEM) naming the bytes when host memory cannot be had.
   Scratch(std::size_t bytes, const Device& device);
   Scratch(Scratch&& other) noexcept;
   Scratch& operator=(Scratch&& other) noexcept;
@@ -37,6 +38,10 @@ class Scratch {
   std::size_t bytes_ = 0;
   Device device_{};
 };
+
+/// Throws SystemError (ENOMEM) naming the bytes when `bytes` of host memory cannot be allocated at all (under the
+/// kernel's overcommit rules); takes and frees them at once.
+void probe_host_memory(std::size_t bytes);
 
 /// What an algorithm keeps on a group between calls (mapped shared memory, say). The engine owns it and drops it
 /// with the group; destructors must not throw.
@@ -99,7 +104,8 @@ class Context {
   // Element operations on the call's dtype and device.
   void reduce(void* dst, const void* src, std::size_t count) const;
   void copy(void* dst, const void* src, std::size_t count) const;
-  Scratch scratch(std::size_t count) const { return Scratch(count * esize_, device_); }
+  /// Throws SystemError (host) or CudaError naming this call and the bytes when the memory cannot be had.
+  Scratch scratch(std::size_t count) const;
 
  private:
   DType dtype_;

@@ -4,8 +4,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <dcomm/error.hpp>
 #include <map>
+#include <new>
 
 #include "collectives/call_check.hpp"
 #include "collectives/context.hpp"
@@ -19,6 +22,8 @@ namespace dcomm::coll {
 namespace {
 
 constexpr std::size_t kDefaultChunkBytes = 512 * 1024;
+// Host calls at least this large make sure, before the check, that scratch of their size can be had at all.
+constexpr std::size_t kProbeScratchBytes = std::size_t{256} << 20;
 
 class EngineImpl final : public Engine {
  public:
@@ -29,30 +34,62 @@ class EngineImpl final : public Engine {
         check_calls_(check_calls),
         selector_(params, std::move(source), std::move(env_forced)) {}
 
-  void validate(const Args& args) const override { validate_call(args, view_); }
-
-  void run(const Args& args, const std::string& algorithm, const Deadline& deadline, uint64_t seq) override {
-    validate_call(args, view_);
-    const Algorithm& algo = selector_.choose(args, view_, algorithm);
-    if (args.chosen_algorithm != nullptr) args.chosen_algorithm->store(algo.name, std::memory_order_relaxed);
-    PerAlgorithm& mine = per_algorithm_[algorithm_index(algo)];  // runs are serialised per group, so no lock
-    if (mine.what.empty()) mine.what = fmt::format("{}[{}] rank {}/{}", to_string(args.coll), algo.name, view_.rank,
+  void run(const Args& args, const std::string& algorithm, const Deadline& deadline, uint64_t seq,
+           std::string_view found) override {
+    std::string problem(found);
+    if (problem.empty()) problem = call_problem(args, view_);
+    const Algorithm* algo = nullptr;
+    if (problem.empty()) {
+      try {
+        algo = &selector_.choose(args, view_, algorithm);
+      } catch (const InvalidUsageError& e) {
+        problem = e.what();
+      }
+    }
+    if (!problem.empty()) refuse(args, deadline, seq, problem);
+    if (args.chosen_algorithm != nullptr) args.chosen_algorithm->store(algo->name, std::memory_order_relaxed);
+    PerAlgorithm& mine = per_algorithm_[algorithm_index(*algo)];  // runs are serialised per group, so no lock
+    if (mine.what.empty()) mine.what = fmt::format("{}[{}] rank {}/{}", to_string(args.coll), algo->name, view_.rank,
                                                    view_.size);
     Context ctx(args, view_, deadline, seq, mine.what, chunk_bytes_);
     ctx.state = &mine.state;
+    // Memory is taken before the check, so that a rank that cannot have it tells every rank in the check instead
+    // of failing alone in the middle of the algorithm: the work buffer of a reducing call, and for a large host
+    // call a probe of its largest buffer's size (about what its algorithm's scratch takes; a count far beyond the
+    // memory fails here). Small calls skip the probe: their scratch comes from the cache.
+    Scratch held;
+    if (!moves_nothing(args)) {
+      try {
+        if (is_reducing(args.coll)) held = work_scratch(ctx);
+        const std::size_t largest = largest_bytes(args);
+        if (held.data() == nullptr && largest >= kProbeScratchBytes && ctx.device().is_host()) {
+          probe_host_memory(largest);
+        }
+      } catch (const Error& e) {
+        refuse(args, deadline, seq, e.what());
+      }
+    }
     const bool check = check_calls_ && view_.size > 1;
     CallDescriptor call;
-    if (check) call = describe_call(args, algo);
-    if (check && (!algo.fuses_check || moves_nothing(args))) {
+    if (check) call = describe_call(args, algo->name);
+    if (check && (!algo->fuses_check || moves_nothing(args))) {
       check_calls_match(ctx, &call);
     } else if (check) {
       ctx.call = &call;  // the algorithm's first exchange carries the check
     }
     if (moves_nothing(args)) return;
-    if (is_reducing(args.coll)) {
-      run_reducing(ctx, algo);
-    } else {
-      algo.run(ctx);
+    try {
+      if (is_reducing(args.coll)) {
+        run_reducing(ctx, *algo, held);
+      } else {
+        algo->run(ctx);
+      }
+    } catch (const std::bad_alloc&) {
+      // Memory an algorithm grows on its way (a vector, a staging list) ran out after the check: this rank fails
+      // alone, and its peers' waits for it end by the deadline.
+      throw SystemError(fmt::format("{}: out of memory in call #{} of this group ({} on this rank)", ctx.what, seq,
+                                    format_bytes(largest_bytes(args))),
+                        ENOMEM);
     }
   }
 
@@ -63,16 +100,17 @@ class EngineImpl final : public Engine {
  private:
   // Reductions combine in a work buffer that starts as this rank's input (pre-multiplied for premul_sum); avg
   // divides the result by the group size at the end.
-  void run_reducing(Context& c, const Algorithm& algo) const {
+  // The scratch a reducing call combines in when its output cannot serve (reduce off the root, reduce_scatter).
+  static Scratch work_scratch(const Context& c) {
+    const Args& a = c.args;
+    if (a.coll == Collective::kAllReduce || (a.coll == Collective::kReduce && c.rank() == a.root)) return {};
+    return c.scratch(a.send.count);
+  }
+
+  void run_reducing(Context& c, const Algorithm& algo, Scratch& held) const {
     const Args& a = c.args;
     const std::size_t n = a.send.count;
-    Scratch held;
-    if (a.coll == Collective::kAllReduce || (a.coll == Collective::kReduce && c.rank() == a.root)) {
-      c.work = static_cast<char*>(a.recv.data);
-    } else {
-      held = c.scratch(n);
-      c.work = held.data();
-    }
+    c.work = held.data() != nullptr ? held.data() : static_cast<char*>(a.recv.data);
     c.work_count = n;
     if (a.red.op == ReduceOp::kPreMulSum) {
       scale_into(c.work, a.send.data, n, c.dtype(), a.red.scale, c.device());
@@ -88,6 +126,28 @@ class EngineImpl final : public Engine {
     }
     if (a.red.op == ReduceOp::kAvg) divide_by(out.data, out.count, c.dtype(), c.size(), c.device());
   }
+
+  // A call this rank cannot run: it takes part in the call check marked invalid (check_calls_match throws the
+  // same error on every rank), or, with the check off, throws here alone.
+  [[noreturn]] void refuse(const Args& args, const Deadline& deadline, uint64_t seq, const std::string& problem) const {
+    const std::string what =
+        fmt::format("{}{} rank {}/{}", to_string(args.coll), args.vector_variant ? "_v" : "", view_.rank, view_.size);
+    if (check_calls_ && view_.size > 1) {
+      Context ctx(args, view_, deadline, seq, what, chunk_bytes_);
+      CallDescriptor call = describe_call(args, "");
+      check_calls_match(ctx, &call, nullptr, problem);
+      throw Error(ErrorCode::kInternal, fmt::format("{}: the call check let an invalid call pass", what));
+    }
+    throw InvalidUsageError(fmt::format(
+        "{}: {}{}", what, problem,
+        view_.size > 1 ? fmt::format("; with DCOMM_CHECK_CALLS=0 the other ranks are not told: their call #{} "
+                                     "waits for this rank until it times out",
+                                     seq)
+                       : std::string()));
+  }
+
+  // The largest buffer of a call, for error messages.
+  static std::size_t largest_bytes(const Args& a) { return std::max(a.send.bytes(), a.recv.bytes()); }
 
   // What the engine keeps per algorithm of the table: its state on this group and the name its errors start with.
   struct PerAlgorithm {

@@ -8,6 +8,7 @@
 #include <dcomm/types.hpp>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/deadline.hpp"
@@ -52,12 +53,18 @@ class Engine {
   static std::unique_ptr<Engine> create(const GroupView& view, const EngineOptions& opts = {});
   virtual ~Engine() = default;
 
-  /// Throws InvalidUsageError for caller mistakes (bad root, null buffer with a non-zero count, an op that does
-  /// not fit the dtype, size mismatches visible locally) before any I/O.
-  virtual void validate(const Args& args) const = 0;
   /// Runs one collective. `seq` numbers the group's collectives (every rank issues the same sequence).
   /// `algorithm` empty: the forced one for this collective, else the cost model's choice.
-  virtual void run(const Args& args, const std::string& algorithm, const Deadline& deadline, uint64_t seq) = 0;
+  ///
+  /// A call this rank cannot run - a caller mistake (bad root, null buffer with a non-zero count, an op that does
+  /// not fit the dtype, sizes that disagree or whose bytes overflow), an unknown or unfit algorithm name, the
+  /// engine's scratch memory that cannot be allocated, or `problem` found by the caller - moves no data, yet
+  /// still takes its turn in the call check marked invalid: every rank then throws the same InvalidUsageError
+  /// naming this rank and the reason, and call `seq` is used up alike everywhere. With the check off
+  /// (DCOMM_CHECK_CALLS=0) this rank throws alone; the others' call `seq` waits for it and fails by timeout, and
+  /// never pairs with a later call.
+  virtual void run(const Args& args, const std::string& algorithm, const Deadline& deadline, uint64_t seq,
+                   std::string_view problem = {}) = 0;
   virtual void set_algorithm(Collective c, const std::string& name) = 0;
   virtual std::string explain(Collective c, std::size_t bytes) const = 0;
 };

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <new>
 #include <utility>
@@ -15,6 +16,7 @@
 
 #include "collectives/context.hpp"
 #include "collectives/device_support.hpp"
+#include "common/deadline.hpp"
 
 #if DCOMM_CUDA_REDUCE
 #include "collectives/cuda/device_blocks.hpp"
@@ -71,6 +73,12 @@ HostBlockCache& host_cache() {
   return cache;
 }
 
+[[noreturn]] void throw_no_memory(std::size_t bytes) {
+  throw SystemError(
+      fmt::format("allocating {} of scratch memory ({} bytes) failed; is the count right?", format_bytes(bytes), bytes),
+      ENOMEM);
+}
+
 void release(char* data, std::size_t bytes, const Device& device) noexcept {
   if (data == nullptr) return;
 #if DCOMM_CUDA_REDUCE
@@ -104,8 +112,15 @@ Scratch::Scratch(std::size_t bytes, const Device& device) : device_(device) {
   data_ = host_cache().take(bytes, &bytes_);
   if (data_ != nullptr) return;
   data_ = static_cast<char*>(std::malloc(bytes));
-  if (data_ == nullptr) throw std::bad_alloc();
+  if (data_ == nullptr) throw_no_memory(bytes);
   bytes_ = bytes;
+}
+
+void probe_host_memory(std::size_t bytes) {
+  // A block this large is mapped on its own and unmapped by free(): no page is touched, and the cache is left alone.
+  void* p = std::malloc(bytes);
+  if (p == nullptr) throw_no_memory(bytes);
+  std::free(p);
 }
 
 Scratch::Scratch(Scratch&& other) noexcept

@@ -11,16 +11,21 @@ namespace dcomm::coll {
 
 namespace {
 
+// What Checker::fail throws: the argument and its problem, caught in call_problem().
+struct Problem {
+  std::string text;
+};
+
 class Checker {
  public:
   Checker(const Args& a, const GroupView& v) : a_(a), p_(v.size), r_(v.rank) {}
 
   [[noreturn]] void fail(const std::string& argument, const std::string& problem) const {
-    throw InvalidUsageError(fmt::format("{}{} rank {}/{}: {} {}", to_string(a_.coll), a_.vector_variant ? "_v" : "", r_,
-                                        p_, argument, problem));
+    throw Problem{argument + " " + problem};
   }
   void buffer(const char* name, const Buffer& b) const {
     if (b.data == nullptr && b.count > 0) fail(name, fmt::format("is null but its count is {}", b.count));
+    fits(name, b.count, b.dtype, 1, "");
     if (!device_supported(b.device)) {
       fail(name, fmt::format("is on {}, which this build cannot reduce or stage (built without the CUDA "
                              "reductions); pass host memory",
@@ -33,6 +38,21 @@ class Checker {
     if (!(s.device == r.device)) {
       fail("recv", fmt::format("is on {} but send is on {}", to_string(r.device), to_string(s.device)));
     }
+  }
+  // `count` elements of `dtype`, `times` over (the P blocks a gather or scatter moves), must not overflow a byte
+  // size: 2^62 + 2 float32 would wrap to 8 bytes and pass every later check.
+  void fits(const char* name, std::size_t count, DType dtype, std::size_t times, const char* blocks) const {
+    if (bytes_fit(count, dtype_size(dtype), times)) return;
+    fail(name, fmt::format("count {}{} of {} is {:.4g} bytes, more than the {} bytes a call can address (the byte "
+                           "size overflows); check the count",
+                           count, blocks, to_string(dtype),
+                           static_cast<long double>(count) * static_cast<long double>(times) *
+                               static_cast<long double>(dtype_size(dtype)),
+                           kMaxCallBytes));
+  }
+  // The P blocks of `count` elements each that a gather, scatter or their all- and reduce- forms move.
+  void blocks_fit(const char* name, std::size_t count, DType dtype) const {
+    fits(name, count, dtype, static_cast<std::size_t>(p_), fmt::format(" x {} ranks", p_).c_str());
   }
   void count_is(const char* name, std::size_t have, std::size_t want, const std::string& why) const {
     if (have != want) fail(name, fmt::format("has count {} but must have {} ({})", have, want, why));
@@ -47,11 +67,13 @@ class Checker {
     }
     std::size_t packed = 0;
     for (std::size_t i = 0; i < p; ++i) {
-      std::size_t end = (displs.empty() ? packed : displs[i]) + counts[i];
-      packed += counts[i];
-      if (end > buf.count) {
-        fail(name, fmt::format("block {} ends at element {} but the buffer holds {}", i, end, buf.count));
+      // Compared without adding first: a huge count or displacement must not wrap to a small end.
+      const std::size_t start = displs.empty() ? packed : displs[i];
+      if (counts[i] > buf.count || start > buf.count - counts[i]) {
+        fail(name, fmt::format("block {} (displacement {}, count {}) ends past the buffer's {} elements", i, start,
+                               counts[i], buf.count));
       }
+      packed += counts[i];  // bounded by buf.count on the packed path, so it cannot wrap
     }
   }
   bool root() const { return r_ == a_.root; }
@@ -75,12 +97,20 @@ bool is_reducing(Collective c) {
   return c == Collective::kAllReduce || c == Collective::kReduce || c == Collective::kReduceScatter;
 }
 
+bool bytes_fit(std::size_t count, std::size_t esize, std::size_t times) {
+  if (esize == 0 || times == 0) return true;
+  return count <= kMaxCallBytes / esize / times;
+}
+
 bool moves_nothing(const Args& a) {
   if (a.vector_variant || a.coll == Collective::kBarrier) return false;
   return (a.coll == Collective::kScatter || a.coll == Collective::kReduceScatter ? a.recv.count : a.send.count) == 0;
 }
 
-void validate_call(const Args& a, const GroupView& v) {
+namespace {
+
+// Throws Problem for the first thing wrong with this rank's call.
+void check_call(const Args& a, const GroupView& v) {
   Checker ck(a, v);
   if (rooted(a.coll) && (a.root < 0 || a.root >= v.size)) {
     ck.fail("root",
@@ -117,6 +147,7 @@ void validate_call(const Args& a, const GroupView& v) {
       break;
     case Collective::kScatter:
       ck.buffer("recv", a.recv);
+      if (!a.vector_variant) ck.blocks_fit("recv", a.recv.count, a.recv.dtype);
       if (!ck.root()) break;
       ck.buffer("send", a.send), ck.same_kind(a.send, a.recv);
       if (a.vector_variant) {
@@ -128,6 +159,7 @@ void validate_call(const Args& a, const GroupView& v) {
       break;
     case Collective::kGather:
       ck.buffer("send", a.send);
+      if (!a.vector_variant) ck.blocks_fit("send", a.send.count, a.send.dtype);
       if (!ck.root()) break;
       ck.buffer("recv", a.recv), ck.same_kind(a.send, a.recv);
       if (a.vector_variant) {
@@ -139,10 +171,12 @@ void validate_call(const Args& a, const GroupView& v) {
       break;
     case Collective::kAllGather:
       ck.buffer("send", a.send), ck.buffer("recv", a.recv), ck.same_kind(a.send, a.recv);
+      ck.blocks_fit("send", a.send.count, a.send.dtype);
       ck.count_is("recv", a.recv.count, p * a.send.count, "group size x send count");
       break;
     case Collective::kReduceScatter:
       ck.buffer("send", a.send), ck.buffer("recv", a.recv), ck.same_kind(a.send, a.recv);
+      ck.blocks_fit("recv", a.recv.count, a.recv.dtype);
       ck.count_is("send", a.send.count, p * a.recv.count, "group size x recv count");
       break;
     case Collective::kAllToAll:
@@ -161,6 +195,17 @@ void validate_call(const Args& a, const GroupView& v) {
     case Collective::kBarrier:
       break;
   }
+}
+
+}  // namespace
+
+std::string call_problem(const Args& a, const GroupView& v) {
+  try {
+    check_call(a, v);
+  } catch (const Problem& p) {
+    return p.text;
+  }
+  return {};
 }
 
 }  // namespace dcomm::coll

@@ -4,6 +4,7 @@
 
 #include <dcomm/error.hpp>
 
+#include "collectives/validate.hpp"
 #include "rendezvous/failure_record.hpp"
 #include "runtime/cuda/device.hpp"
 #include "runtime/cuda/stream_order.hpp"
@@ -27,11 +28,11 @@ ProcessGroupImpl::ProcessGroupImpl(std::shared_ptr<World> world, coll::GroupView
 }
 
 void ProcessGroupImpl::run_recorded(const coll::Args& args, const std::string& algorithm, const Deadline& deadline,
-                                    uint64_t seq) {
+                                    uint64_t seq, std::string_view problem) {
   recorder_->begin(seq, args.coll, args.send.count != 0 ? args.send.dtype : args.recv.dtype,
                    std::max(args.send.count, args.recv.count), args.root);
   try {
-    engine_->run(args, algorithm, deadline, seq);
+    engine_->run(args, algorithm, deadline, seq, problem);
   } catch (const Error& e) {
     if (e.code() != ErrorCode::kTimeout || !world_->failure_store) {
       recorder_->end(false);
@@ -83,6 +84,11 @@ void check_buffer(const char* op, const std::string& label, const Buffer& buf, c
   if (buf.data == nullptr && buf.count > 0) {
     throw InvalidUsageError(fmt::format("{} {}: {} buffer is null but holds {} elements", op, label, name, buf.count));
   }
+  if (!coll::bytes_fit(buf.count, dtype_size(buf.dtype))) {  // else the byte size wraps and a short message goes
+    throw InvalidUsageError(fmt::format("{} {}: {} buffer's count {} of {} is more bytes than a call can address (the "
+                                        "byte size overflows); check the count",
+                                        op, label, name, buf.count, to_string(buf.dtype)));
+  }
 }
 
 void check_tag(const char* op, const std::string& label, int tag) {
@@ -130,11 +136,19 @@ WorkPtr ProcessGroupImpl::post_p2p(bool is_send, const Buffer& buf, int peer, in
 
 WorkPtr ProcessGroupImpl::submit(coll::Args args, const CollectiveOptions& opts) {
   const char* name = to_string(args.coll);
+  // A caller mistake does not throw here: the call still takes its number and runs, and the engine finds the
+  // mistake (or takes `problem`) and fails the call on every rank through the call check, naming this rank. Had
+  // this rank thrown alone, the others' call would pair with this rank's next one.
+  std::string problem;
   // Host and device buffers may not mix in one call; a buffer asking for detection learns its device here.
-  Device device = call_device(name, {{"send", &args.send}, {"recv", &args.recv}});
+  Device device = Device::host();
+  try {
+    device = call_device(name, {{"send", &args.send}, {"recv", &args.recv}});
+  } catch (const Error& e) {
+    problem = e.what();
+  }
   args.send.device = args.recv.device = device;
   args.send.detect_device = args.recv.detect_device = false;
-  engine_->validate(args);  // caller mistakes are rejected before any I/O
   check_usable(name);
   args.chosen_algorithm = recorder_->algorithm_slot();
   uint64_t seq = seq_.fetch_add(1);
@@ -143,7 +157,7 @@ WorkPtr ProcessGroupImpl::submit(coll::Args args, const CollectiveOptions& opts)
     // Nothing queued ahead: run on the caller's thread, without a task object, a hand-off or a handle of its own
     // (a failure is thrown, so the handle returned is always a completed one).
     try {
-      run_recorded(args, opts.algorithm, Deadline::after(timeout), seq);
+      run_recorded(args, opts.algorithm, Deadline::after(timeout), seq, problem);
     } catch (...) {
       executor_.leave_inline();
       throw;
@@ -157,8 +171,8 @@ WorkPtr ProcessGroupImpl::submit(coll::Args args, const CollectiveOptions& opts)
   Executor::Task task;
   if (device.is_host()) {
     // The deadline starts when the collective starts running, not when it was queued behind others.
-    task = [this, args = std::move(args), algorithm, timeout, seq] {
-      run_recorded(args, algorithm, Deadline::after(timeout), seq);
+    task = [this, args = std::move(args), algorithm, timeout, seq, problem = std::move(problem)] {
+      run_recorded(args, algorithm, Deadline::after(timeout), seq, problem);
     };
   } else {
     // The collective waits (without blocking the caller) for the work already queued on the caller's stream,

@@ -83,8 +83,10 @@ class ProcessGroupImpl : public ProcessGroup, public std::enable_shared_from_thi
  private:
   /// Validates, numbers and runs (or queues) one collective.
   WorkPtr submit(coll::Args args, const CollectiveOptions& opts);
-  /// Runs one collective under the flight recorder; a timeout gets the report of where every rank is.
-  void run_recorded(const coll::Args& args, const std::string& algorithm, const Deadline& deadline, uint64_t seq);
+  /// Runs one collective under the flight recorder; a timeout gets the report of where every rank is. `problem`:
+  /// a caller mistake found here, which the engine fails on every rank (coll::Engine::run).
+  void run_recorded(const coll::Args& args, const std::string& algorithm, const Deadline& deadline, uint64_t seq,
+                    std::string_view problem = {});
   /// Validates and posts one send or receive (`peer` may be kAnySource for receives).
   WorkPtr post_p2p(bool is_send, const Buffer& buf, int peer, int tag, const P2POptions& opts);
   /// Builds the subgroup whose members (world ranks, in group-rank order) include this rank.

@@ -38,7 +38,7 @@ class TimeoutError : public Error {
   explicit TimeoutError(const std::string& message) : Error(ErrorCode::kTimeout, message) {}
 };
 
-/// A caller mistake, detected before any I/O.
+/// A caller mistake, detected before any data moves; in a collective, raised on every rank of the group.
 class InvalidUsageError : public Error {
  public:
   explicit InvalidUsageError(const std::string& message) : Error(ErrorCode::kInvalidUsage, message) {}

@@ -58,4 +58,6 @@ def case_segfault_tail():
 
 
 if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[3] in {"no_store"}:
+        os.environ["DCOMM_STORE_SECRET"] = "launcher-tests-shared-secret"  # several launchers share the user's
     sys.exit(lt.run_case_from_argv(globals(), "PROBE", __doc__))

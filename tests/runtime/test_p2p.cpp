@@ -153,6 +153,9 @@ TEST_CASE("bad peers, tags and buffers are rejected before any I/O", "[runtime][
     expect_usage("negative peer", [&] { pg.recv(Buffer(v), -5, 0); });
     expect_usage("negative tag", [&] { pg.send(Buffer(v), 1 - pg.rank(), -1); });
     expect_usage("null buffer", [&] { pg.send(Buffer(static_cast<float*>(nullptr), 3), 1 - pg.rank(), 0); });
+    // 2^62 + 2 float32 is 2^64 + 8 bytes: unchecked, a send of 8 bytes would go out.
+    expect_usage("count whose bytes overflow",
+                 [&] { pg.send(Buffer(v.data(), (std::size_t{1} << 62) + 2), 1 - pg.rank(), 0); });
     pg.barrier();  // the group is still usable after caller mistakes
   });
   INFO(first(failures));

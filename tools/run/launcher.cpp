@@ -162,7 +162,9 @@ int run_launcher(const LaunchOptions& options, SignalWatcher& signals) {
     }
     phase = "between rounds";
     // The ranks' store, unprefixed: dcomm-run records deaths there for the survivors (rank_records.hpp).
-    Supervisor supervisor(options, signals, link.get(), host, connect_rank_store(round.master_addr, round.master_port));
+    Supervisor supervisor(options, signals, link.get(), host,
+                          connect_rank_store(round.master_addr, round.master_port,
+                                             launcher_client_options(options, round.store_secret, round.run_id)));
     rc = run_rounds(options, supervisor, link.get(), host, round);
     if (link != nullptr && rc != kExitLauncherError) link->finish(options.grace_period + kFinishBound);
   } catch (const Interrupted& i) {

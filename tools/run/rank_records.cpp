@@ -14,9 +14,8 @@ constexpr Duration kConnectTimeout = std::chrono::seconds(5);
 
 }  // namespace
 
-std::shared_ptr<Store> connect_rank_store(const std::string& addr, int port) noexcept {
+std::shared_ptr<Store> connect_rank_store(const std::string& addr, int port, TcpStoreOptions opts) noexcept {
   try {
-    TcpStoreOptions opts;
     opts.timeout = kConnectTimeout;
     return connect_tcp_store(addr, static_cast<uint16_t>(port), opts);
   } catch (const std::exception&) {

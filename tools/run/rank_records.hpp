@@ -53,8 +53,8 @@ class RankRecords {
   std::vector<std::pair<Clock::time_point, RankExit>> pending_;
 };
 
-/// An unprefixed client of the store at addr:port, or null when it cannot be reached within a few seconds.
-std::shared_ptr<Store> connect_rank_store(const std::string& addr, int port) noexcept;
+/// An unprefixed client of the store at addr:port with the launcher's secret and job (opts), or null when it cannot be reached within a few seconds.
+std::shared_ptr<Store> connect_rank_store(const std::string& addr, int port, TcpStoreOptions opts) noexcept;
 
 /// Removes what this round's ranks left in /dev/shm: the transport segments of run `run_id` and the collectives'
 /// windows of the processes `pids`. Returns the names removed.
