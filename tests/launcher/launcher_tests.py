@@ -388,7 +388,7 @@ def case_store_secret():
         while time.monotonic() < deadline and out.count("ENV DCOMM_STORE_SECRET=") < 2:
             out += p.stdout.readline()
         secrets = set(re.findall(r"ENV DCOMM_STORE_SECRET=(\S+)", out))
-        port = int(re.search(r"ENV MASTER_PORT=(\d+)", out).group(1))
+        port = int(re.search(r"ENV DCOMM_MASTER_PORT=(\d+)", out).group(1))  # MASTER_PORT is torch's store
         check(len(secrets) == 1 and re.fullmatch(r"[0-9a-f]{64}", next(iter(secrets))),
               f"both ranks got one random secret: {secrets}")
         secret = next(iter(secrets))
