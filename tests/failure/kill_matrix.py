@@ -84,14 +84,8 @@ def check_kill(transport, n, victim, after):
             problems.append("the victim was never killed")
         return problems, slowest
     killed_at = float(m.group(1))
-    found = survivors_of(r.stdout)
-    for s in range(n):
-        if s == victim:
-            continue
-        if s not in found:
-            problems.append(f"rank {s} reported no error (DONE: {f'DONE rank {s}' in r.stdout})")
-            continue
-        at, _, code, text = found[s]
+    for s, (at, _, code, text) in survivor_reports(r, n, victim, problems,
+                                                   lambda s: f" (DONE: {f'DONE rank {s}' in r.stdout})"):
         slowest = max(slowest, at - killed_at)
         if at - killed_at > DETECT_S:
             problems.append(f"rank {s} failed {at - killed_at:.2f} s after the kill (> {DETECT_S} s)")
@@ -114,18 +108,23 @@ def check_kill(transport, n, victim, after):
     return problems, slowest
 
 
-def check_stop(transport, n, victim):
-    r, _ = launch(transport, n, victim, 1.5, signal="STOP", timeout_s=STOP_TIMEOUT_S)
-    out = r.stdout + r.stderr
-    problems = []
+def survivor_reports(r, n, victim, problems, note=lambda s: ""):
+    """(rank, report) for every rank but the victim that reported an error; a problem for each that did not."""
     found = survivors_of(r.stdout)
     for s in range(n):
         if s == victim:
             continue
         if s not in found:
-            problems.append(f"rank {s} reported no error")
+            problems.append(f"rank {s} reported no error{note(s)}")
             continue
-        _, call_s, code, text = found[s]
+        yield s, found[s]
+
+
+def check_stop(transport, n, victim):
+    r, _ = launch(transport, n, victim, 1.5, signal="STOP", timeout_s=STOP_TIMEOUT_S)
+    out = r.stdout + r.stderr
+    problems = []
+    for s, (_, call_s, code, text) in survivor_reports(r, n, victim, problems):
         if not (STOP_TIMEOUT_S * 0.95 <= call_s <= STOP_TIMEOUT_S * 1.05):
             problems.append(f"rank {s} failed after {call_s:.2f} s in the call, not within 5% of {STOP_TIMEOUT_S} s")
         if not re.search(rf"rank {victim}\b", text) or blamed_survivors(text, victim, n):
@@ -146,14 +145,7 @@ def check_sleep(transport, n, victim):
                   extra_env={"DCOMM_FLIGHT_RECORDER_DUMP": "stderr"})
     out = r.stdout + r.stderr
     problems = []
-    found = survivors_of(r.stdout)
-    for s in range(n):
-        if s == victim:
-            continue
-        if s not in found:
-            problems.append(f"rank {s} reported no error")
-            continue
-        _, call_s, code, text = found[s]
+    for s, (_, call_s, code, text) in survivor_reports(r, n, victim, problems):
         if code != "Timeout" or not (timeout_s * 0.95 <= call_s <= timeout_s * 1.05):
             problems.append(f"rank {s}: [{code}] after {call_s:.2f} s, not a timeout within 5% of {timeout_s} s")
         if first_culprit(text) != victim:

@@ -48,6 +48,17 @@ struct BadCall {
 
 Buffer null_of(std::size_t n) { return Buffer(nullptr, n, DType::kFloat64); }
 
+// A gather of kBlock values per rank: every rank's send, a recv of P blocks, and the root's expected result.
+void prepare_gather(ProcessGroup& pg, int root, Call& c, int salt) {
+  const int p = pg.size(), r = pg.rank();
+  c.send = values(r, kBlock, salt);
+  c.recv.assign(static_cast<std::size_t>(p) * kBlock, 0.0);
+  if (r != root) return;
+  for (int q = 0; q < p; ++q) {
+    for (std::size_t i = 0; i < kBlock; ++i) c.expect.push_back(value(q, i, salt));
+  }
+}
+
 std::vector<BadCall> bad_calls() {
   return {
       {"all_reduce with a null send buffer", "send is null but its count is 5", false, false,
@@ -95,40 +106,22 @@ std::vector<BadCall> bad_calls() {
        }},
       {"gather with the root's recv buffer too small", "recv has count", true, true,
        [](ProcessGroup& pg, int bad, int root, const CollectiveOptions& o, Call& c, int salt) {
-         const int p = pg.size(), r = pg.rank();
-         c.send = values(r, kBlock, salt);
-         c.recv.assign(static_cast<std::size_t>(p) * kBlock, 0.0);
-         if (r == root) {
-           for (int q = 0; q < p; ++q) {
-             for (std::size_t i = 0; i < kBlock; ++i) c.expect.push_back(value(q, i, salt));
-           }
-         }
+         const int r = pg.rank();
+         prepare_gather(pg, root, c, salt);
          Buffer recv(c.recv);
          if (r == bad) recv.count -= 1;
          return pg.gather(Buffer(c.send), recv, root, o);
        }},
       {"gather with a null send buffer", "send is null but its count is 5", true, false,
        [](ProcessGroup& pg, int bad, int root, const CollectiveOptions& o, Call& c, int salt) {
-         const int p = pg.size(), r = pg.rank();
-         c.send = values(r, kBlock, salt);
-         c.recv.assign(static_cast<std::size_t>(p) * kBlock, 0.0);
-         if (r == root) {
-           for (int q = 0; q < p; ++q) {
-             for (std::size_t i = 0; i < kBlock; ++i) c.expect.push_back(value(q, i, salt));
-           }
-         }
+         const int r = pg.rank();
+         prepare_gather(pg, root, c, salt);
          return pg.gather(r == bad ? null_of(kBlock) : Buffer(c.send), Buffer(c.recv), root, o);
        }},
       {"gather whose P blocks overflow", "the byte size overflows", true, false,
        [](ProcessGroup& pg, int bad, int root, const CollectiveOptions& o, Call& c, int salt) {
          const int p = pg.size(), r = pg.rank();
-         c.send = values(r, kBlock, salt);
-         c.recv.assign(static_cast<std::size_t>(p) * kBlock, 0.0);
-         if (r == root) {
-           for (int q = 0; q < p; ++q) {
-             for (std::size_t i = 0; i < kBlock; ++i) c.expect.push_back(value(q, i, salt));
-           }
-         }
+         prepare_gather(pg, root, c, salt);
          Buffer send(c.send), recv(c.recv);
          if (r == bad) {  // one block fits in a byte count, P of them do not
            send.count = static_cast<std::size_t>(PTRDIFF_MAX) / sizeof(double) / static_cast<std::size_t>(p) + 1;
