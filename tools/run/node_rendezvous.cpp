@@ -23,7 +23,8 @@ constexpr Duration kHeartbeatInterval = std::chrono::seconds(1);
 
 std::string round_key(int round, const char* what) { return fmt::format("round/{}/{}", round, what); }
 
-// Sleeps up to kPollInterval; throws Interrupted when a signal to forward arrives meanwhile.
+}  // namespace
+
 void pause_or_interrupt(SignalWatcher& signals) {
   pollfd p{signals.fd(), POLLIN, 0};
   ::poll(&p, 1, static_cast<int>(kPollInterval.count()));
@@ -31,8 +32,6 @@ void pause_or_interrupt(SignalWatcher& signals) {
     if (is_forwarded_signal(sig)) throw Interrupted{sig};
   }
 }
-
-}  // namespace
 
 std::shared_ptr<Store> connect_store(const std::string& addr, int port, Duration timeout, SignalWatcher& signals,
                                      TcpStoreOptions opts) {

@@ -36,6 +36,9 @@ class LaunchError : public std::runtime_error {
   explicit LaunchError(const std::string& message) : std::runtime_error(message) {}
 };
 
+/// Sleeps up to a short poll interval (100 ms); throws Interrupted when a signal to forward arrives meanwhile.
+void pause_or_interrupt(SignalWatcher& signals);
+
 /// Connects to the store at addr:port with `opts` (secret, job), retrying until `timeout` but giving up at once on
 /// a forwarded signal.
 std::shared_ptr<Store> connect_store(const std::string& addr, int port, Duration timeout, SignalWatcher& signals,
