@@ -150,10 +150,11 @@ def case_elastic_grow():
     with_job("2:3", 2, body)
 
 
-def three_nodes(job):
+def three_nodes(job, finish_next=True):
     agents = [job.start(name) for name in ("a", "b", "c")]
     job.wait_round(0, 3, agents)
-    open(job.done_file, "w").close()
+    if finish_next:
+        open(job.done_file, "w").close()
     # Not the first agent: it hosts the store, and its loss ends the job (as torchrun's c10d host's does).
     victim = next(a for a in agents[1:] if a.lines(0)[0]["node"] == 2) if agents[0].lines(0)[0]["node"] != 2 \
         else agents[1]
@@ -181,16 +182,21 @@ def case_elastic_agent_lost():
 def case_elastic_worker_killed():
     """MIN 2 MAX 3, three agents: a worker is killed; every agent stops its workers and a new round (a restart)
     starts them again on the same 3 nodes, as torchrun does (the agent of the dead worker is alive); a second
-    worker failure with no restart left fails the job on every agent, naming the worker."""
+    worker killed with no restart left fails the job on every agent, each naming that worker."""
     def body(job):
-        agents, victim = three_nodes(job)
+        agents, victim = three_nodes(job, finish_next=False)
         os.kill(victim.lines(0)[0]["pid"], signal.SIGKILL)
         second = job.wait_round(1, 3, agents)
         check(all(line["restarts"] == 1 for line in second), "round 1: TORCHELASTIC_RESTART_COUNT 1" + job.describe())
+        dead = second[0]
+        os.kill(dead["pid"], signal.SIGKILL)
+        named = (f"dcomm-run:   [1] rank {dead['rank']} (local rank 0, node {dead['node']}, host "
+                 f"{socket.gethostname()}, pid {dead['pid']}): signal 9 SIGKILL (Killed)")
         for agent in agents:
-            job.wait_exit(agent, 0)
+            job.wait_exit(agent, 128 + signal.SIGKILL)
             check("failed (signal 9 SIGKILL" in agent.err() and "restarting the group (restart 1 of 1)" in agent.err(),
-                  "the killed worker is named" + job.describe())
+                  "the first killed worker is named" + job.describe())
+            check(named in agent.err(), "the second killed worker is the root cause on every agent" + job.describe())
     with_job("2:3", 1, body, ["--max-restarts", "1"])
 
 

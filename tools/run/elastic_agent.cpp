@@ -150,19 +150,22 @@ int run_elastic(const LaunchOptions& options, SignalWatcher& signals) {
   const std::string own_run_id = new_run_id();
   std::unique_ptr<TcpStoreServer> server = try_to_host(options, info.store_secret, own_run_id);
   const char* phase = "while connecting to the store";
+  std::unique_ptr<ElasticRendezvous> rdzv;
   try {
     auto store = connect_store(options.master_addr, options.master_port, options.rdzv_timeout, signals,
                                launcher_client_options(options, info.store_secret, server ? own_run_id : ""));
-    ElasticRendezvous rdzv(options, store, signals, this_host(), endpoint);
+    rdzv = std::make_unique<ElasticRendezvous>(options, store, signals, this_host(), endpoint);
     phase = "while joining the elastic rendezvous";
     // The host's run id names its store's job; with another's store (no host) the first agent's is taken.
-    info.run_id = rdzv.register_agent(own_run_id, server != nullptr || !options.host_store);
+    info.run_id = rdzv->register_agent(own_run_id, server != nullptr || !options.host_store);
     Agent agent{options, signals, this_host(), server != nullptr, store,
                 connect_rank_store(options.master_addr, options.master_port,
                                    launcher_client_options(options, info.store_secret, info.run_id)),
-                rdzv, info};
+                *rdzv, info};
     return agent.run();
   } catch (const Interrupted& i) {
+    // A round this agent joined must not wait for it, nor run with it.
+    if (rdzv) rdzv->leave();
     return interrupted(i.signal, phase);
   } catch (const LaunchError& e) {
     print_line(fmt::format("dcomm-run: error: {}", e.what()));

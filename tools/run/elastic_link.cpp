@@ -28,23 +28,27 @@ void ElasticLink::heartbeat(int round) {
     const ElasticMember& m = round_.members[n];
     if (m.id == agent_id_) continue;
     Beat& b = beats_[n];
+    auto lost = [&](const std::string& what) {
+      RankExit e;
+      e.node_rank = static_cast<int>(n);
+      e.host = m.host;
+      e.pid = m.pid;
+      e.code = kExitLauncherError;
+      e.note = fmt::format("(agent {}, pid {}) {}", m.id, m.pid, what);
+      report_failure(round, e);
+    };
+    // It received a signal while the round formed (later, it reports that itself).
+    if (store_->check({fmt::format("agent/{}/gone", m.id)})) return lost("left the job (it received a signal)");
     int64_t count = store_->add(fmt::format("agent/{}/beat", m.id), 0);
     if (count != b.count) {
       b = {count, now};
       continue;
     }
     if (now - b.changed < options_.node_timeout) continue;
-    RankExit lost;
-    lost.node_rank = static_cast<int>(n);
-    lost.host = m.host;
-    lost.pid = m.pid;
-    lost.code = kExitLauncherError;
-    lost.note = fmt::format("(agent {}, pid {}) stopped responding: no heartbeat in the store for {} (--node-timeout "
-                            "{}); was it killed, or its machine lost?",
-                            m.id, m.pid, format_duration(std::chrono::duration_cast<Duration>(now - b.changed)),
-                            format_duration(options_.node_timeout));
-    report_failure(round, lost);
-    return;
+    return lost(fmt::format("stopped responding: no heartbeat in the store for {} (--node-timeout {}): was it "
+                            "killed, or its machine lost",
+                            format_duration(std::chrono::duration_cast<Duration>(now - b.changed)),
+                            format_duration(options_.node_timeout)));
   }
 }
 
