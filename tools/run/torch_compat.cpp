@@ -192,7 +192,7 @@ void add_torch_flags(CLI::App& app, TorchFlags* f) {
                  "c10d or static: node 0's launcher hosts the store at --rdzv-endpoint (as torchrun)");
   app.add_option("--rdzv-id,--rdzv_id", f->rdzv_id, "the job's id, exported as TORCHELASTIC_RUN_ID");
   app.add_option("--rdzv-conf,--rdzv_conf", f->rdzv_conf,
-                 "key=value,...: join_timeout (or timeout) sets --rdzv-timeout; torchrun's other keys are accepted");
+                 "key=value,...: join_timeout (or timeout) sets --rdzv-timeout, last_call_timeout (elastic); torchrun's other keys are accepted");
   app.add_option("--monitor-interval,--monitor_interval", f->monitor_interval_s,
                  "elastic: seconds between looks for an agent waiting to join (rank exits are seen at once)");
   app.add_option("--redirects,-r", f->redirects, "streams to write to the log files only: 0-3 or 0:1,1:2 (torchrun)");
