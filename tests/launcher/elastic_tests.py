@@ -63,7 +63,7 @@ class Job:
         self.done_file = os.path.join(workdir, "done")
         self.port = free_port()
         self.args = ["--nnodes", nnodes, "--nproc-per-node", str(nproc), "--rdzv-backend", "c10d",
-                     "--rdzv-endpoint", f"127.0.0.1:{self.port}", "--node-timeout", "3", "--failure-window", "0.5",
+                     "--rdzv-endpoint", f"127.0.0.1:{self.port}", "--node-timeout", "5", "--failure-window", "0.5",
                      "--grace-period", "3", "--monitor-interval", "0.2"] + list(extra)
         self.agents = []
 
