@@ -153,7 +153,10 @@ int run_elastic(const LaunchOptions& options, SignalWatcher& signals) {
   std::unique_ptr<ElasticRendezvous> rdzv;
   try {
     auto store = connect_store(options.master_addr, options.master_port, options.rdzv_timeout, signals,
-                               launcher_client_options(options, info.store_secret, server ? own_run_id : ""));
+                               launcher_client_options(options, info.store_secret, server ? own_run_id : ""),
+                               options.host_store ? "this agent could not host it there (is the address this host's, "
+                                                    "or the port another program's?) and no other agent does"
+                                                  : "is the store given by --rdzv-endpoint running?");
     rdzv = std::make_unique<ElasticRendezvous>(options, store, signals, this_host(), endpoint);
     phase = "while joining the elastic rendezvous";
     // The host's run id names its store's job; with another's store (no host) the first agent's is taken.

@@ -40,9 +40,11 @@ class LaunchError : public std::runtime_error {
 void pause_or_interrupt(SignalWatcher& signals);
 
 /// Connects to the store at addr:port with `opts` (secret, job), retrying until `timeout` but giving up at once on
-/// a forwarded signal.
+/// a forwarded signal. `hint`: what to check when no store answers.
 std::shared_ptr<Store> connect_store(const std::string& addr, int port, Duration timeout, SignalWatcher& signals,
-                                     TcpStoreOptions opts);
+                                     TcpStoreOptions opts,
+                                     const std::string& hint = "is node 0's dcomm-run running, with the same "
+                                                               "--master-addr/--master-port?");
 
 class NodeRendezvous final : public NodeLink {
  public:
