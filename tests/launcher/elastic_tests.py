@@ -227,6 +227,8 @@ def case_elastic_full_waits():
         second = job.wait_round(round_ + 1, 2, [a, c])
         check(sorted(line["node"] for line in second) == [0, 1] and len(c.lines(round_ + 1)) == 1,
               "the next round: the waiting agent and the survivor" + job.describe())
+        check(all(line["restarts"] == 1 for line in second),
+              "one TORCHELASTIC_RESTART_COUNT for the job, also on the agent admitted late" + job.describe())
         job.wait_exit(a, 0)
         job.wait_exit(c, 0)
     with_job("1:2", 1, body, ["--max-restarts", "1"])

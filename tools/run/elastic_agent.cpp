@@ -67,6 +67,8 @@ struct Agent {
       print_line(fmt::format("dcomm-run: rendezvous round {}: {} nodes, this is node {} (ranks {}..{} of {})",
                              round->round, o.nnodes, o.node_rank, global_rank(o, 0),
                              global_rank(o, o.nproc_per_node - 1), o.world_size()));
+      // One count for the job: an agent admitted late takes the round's, not its own 0.
+      restarts_used = rdzv.restarts_before(round->round, restarts_used);
       info.restart_count = round->round;
       info.restarts_used = restarts_used;
       ElasticLink link(options, store, *round, rdzv.id());
@@ -77,8 +79,9 @@ struct Agent {
       } catch (const SystemError& e) {
         print_line(fmt::format("dcomm-run: error: {}", e.what()));
         report_cannot_start(o, link, round->round, host, e.what());
-        return finish(fmt::format("failed: node {} could not start its ranks", o.node_rank), *round,
-                      kExitCannotStart);
+        // The others stop their ranks; no later round waits for this agent.
+        rdzv.leave();
+        return kExitCannotStart;
       }
       switch (r.outcome) {
         case RoundResult::Outcome::kSucceeded:
@@ -113,6 +116,7 @@ struct Agent {
       }
       expected = survivors(*round, cause);
       from = round->round + 1;
+      rdzv.set_restarts_before(from, restarts_used);
     }
   }
 

@@ -184,6 +184,15 @@ void ElasticRendezvous::wait_for_next(int round, const Deadline& deadline) {
   }
 }
 
+int ElasticRendezvous::restarts_before(int round, int mine) {
+  const std::string k = key(round, "restarts");
+  return store_->check({k}) ? std::stoi(store_->get_string(k)) : mine;
+}
+
+void ElasticRendezvous::set_restarts_before(int round, int used) {
+  store_->compare_set(key(round, "restarts"), {}, bytes(std::to_string(used)));
+}
+
 void ElasticRendezvous::leave() noexcept {
   try {
     store_->set(fmt::format("agent/{}/gone", id_), "1");

@@ -12,6 +12,7 @@
 //   round/<r>/slot/<i>          i in [0, MAX): compare-set by the agent that takes place i, {"id", "host", "pid"}
 //   round/<r>/closed            compare-set to N: round r's nodes are the agents in slots 0 .. N-1
 //   round/<r>/waiting           counter: agents that found round r closed and wait for round r + 1
+//   round/<r>/restarts          the restarts used before round r (set by round r - 1's agents as they leave it)
 //   round/<r>/failed|succeeded  as in node_rendezvous.hpp, for round r (elastic_link.hpp)
 //   agent/<id>/beat             counter: agent id's heartbeat during rounds (elastic_link.hpp)
 //   agent/<id>/gone             set when agent id leaves for good (a signal): no round waits for it
@@ -64,6 +65,11 @@ class ElasticRendezvous {
   /// (finished_outcome() says how). Throws LaunchError after --rdzv-timeout (join_timeout) naming who joined.
   std::optional<ElasticRound> next_round(int from, const std::vector<int>& expected);
 
+  /// The restarts the job used before round r (TORCHELASTIC_RESTART_COUNT), or `mine` when no agent of the
+  /// previous round said.
+  int restarts_before(int round, int mine);
+  /// Records the restarts used before round r (the first writer wins; every agent of round r - 1 counts alike).
+  void set_restarts_before(int round, int used);
   /// Marks this agent as gone for good (it received a signal): no round waits for it.
   void leave() noexcept;
   /// Publishes the job's outcome (first writer wins) and counts this agent done; the store's host (`hosting`)
