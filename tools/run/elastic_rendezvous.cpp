@@ -146,6 +146,8 @@ std::optional<ElasticRound> ElasticRendezvous::wait_for_close(int round, int slo
       });
       close = all_back || deadline.elapsed() >= rejoin_bound;
     }
+    // Enough nodes at the join timeout: start with them rather than fail (a last call longer than the timeout).
+    if (taken >= options_.nnodes_min && deadline.expired()) close = true;
     if (close) {
       store_->compare_set(key(round, "closed"), {}, bytes(std::to_string(taken)));
       continue;
