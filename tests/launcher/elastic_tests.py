@@ -235,15 +235,23 @@ def case_elastic_full_waits():
 
 
 def case_elastic_too_few():
-    """MIN 2: one agent alone fails after join_timeout naming who joined and what is missing; bad MIN:MAX forms
-    are refused before anything starts."""
+    """MIN 3: an agent that finds too few nodes within its join_timeout fails naming who joined and what is
+    missing, and abandons the round, so that agents arriving later form the next round without it; bad MIN:MAX
+    forms are refused before anything starts."""
     def body(job):
-        a = job.start("a", conf="last_call_timeout=1,join_timeout=3")
-        job.wait_exit(a, 3)
+        open(job.done_file, "w").close()
+        a = job.start("a")
+        b = job.start("b", conf="last_call_timeout=1,join_timeout=3")
+        job.wait_exit(b, 3)
         check(re.search(r"elastic rendezvous timed out after 3\.\d s \(--rdzv-timeout / join_timeout 3\.0 s\): round 0 "
-                        r"has 1 node\(s\) \(\S+ \(agent 1, pid \d+\)\) but --nnodes 2:3 needs at least 2; start "
-                        r"dcomm-run on more nodes", a.err()), "the timeout names who joined" + job.describe())
-    with_job("2:3", 1, body)
+                        r"has 2 node\(s\) \(\S+ \(agent 1, pid \d+\), \S+ \(agent 2, pid \d+\)\) but --nnodes 3:4 "
+                        r"needs at least 3; start dcomm-run on more nodes", b.err()),
+              "the timeout names who joined" + job.describe())
+        c, d = job.start("c"), job.start("d")
+        job.wait_round(None, 3, [a, c, d])
+        for agent in (a, c, d):
+            job.wait_exit(agent, 0)
+    with_job("3:4", 1, body)
     for bad, says in [("3:2", "MIN:MAX needs 1 <= MIN <= MAX (got MIN 3, MAX 2)"), ("0:2", "needs 1 <= MIN"),
                       ("2:", "is not N or MIN:MAX")]:
         r = lt.run(["--nnodes", bad, "--nproc-per-node", "1", "--", JOB, "x"])

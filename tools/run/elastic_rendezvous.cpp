@@ -118,7 +118,9 @@ std::optional<ElasticRound> ElasticRendezvous::next_round(int from, const std::v
         if (auto got = wait_for_close(r, slot, expected, deadline)) return got;
       }
     }
-    wait_for_next(r, deadline);
+    // A round abandoned by an agent that timed out (closed with 0 nodes) is skipped: the next one is open.
+    const std::string closed = key(r, "closed");
+    if (!store_->check({closed}) || store_->get_string(closed) != "0") wait_for_next(r, deadline);
     ++r;
   }
 }
@@ -153,6 +155,9 @@ std::optional<ElasticRound> ElasticRendezvous::wait_for_close(int round, int slo
       continue;
     }
     if (deadline.expired()) {
+      // Abandon the round, so that an agent arriving later does not make up MIN with this one, gone by then; an
+      // agent still waiting in it moves on to the next round.
+      if (text(store_->compare_set(key(round, "closed"), {}, bytes("0"))) != "0") continue;  // it closed meanwhile
       timed_out(deadline, fmt::format("round {} has {} node(s) ({}) but --nnodes {}:{} needs at least {}; start "
                                       "dcomm-run on more nodes with --nnodes {}:{} and the store at {}",
                                       round, taken, describe_slots(round, taken), options_.nnodes_min,
