@@ -236,8 +236,8 @@ def case_elastic_full_waits():
 
 def case_elastic_too_few():
     """MIN 3: an agent that finds too few nodes within its join_timeout fails naming who joined and what is
-    missing, and abandons the round, so that agents arriving later form the next round without it; bad MIN:MAX
-    forms are refused before anything starts."""
+    missing, and abandons the round, as does one stopped by SIGTERM, so that agents arriving later form the next
+    round without them; bad MIN:MAX forms are refused before anything starts."""
     def body(job):
         open(job.done_file, "w").close()
         a = job.start("a")
@@ -247,6 +247,11 @@ def case_elastic_too_few():
                         r"has 2 node\(s\) \(\S+ \(agent 1, pid \d+\), \S+ \(agent 2, pid \d+\)\) but --nnodes 3:4 "
                         r"needs at least 3; start dcomm-run on more nodes", b.err()),
               "the timeout names who joined" + job.describe())
+        # An agent stopped by a signal while the next round forms abandons it too.
+        e = job.start("e")
+        time.sleep(2)
+        e.proc.send_signal(signal.SIGTERM)
+        job.wait_exit(e, 128 + signal.SIGTERM)
         c, d = job.start("c"), job.start("d")
         job.wait_round(None, 3, [a, c, d])
         for agent in (a, c, d):

@@ -131,8 +131,10 @@ std::optional<ElasticRound> ElasticRendezvous::wait_for_close(int round, int slo
   // long (bounded), so that a slow one is not left to wait for yet another round.
   const Duration rejoin_bound = options_.failure_window + options_.grace_period + options_.node_timeout;
   std::optional<Clock::time_point> min_since;
+  forming_ = round;
   while (true) {
     if (store_->check({key(round, "closed")})) {
+      forming_ = -1;
       const int n = std::stoi(store_->get_string(key(round, "closed")));
       if (slot >= n) return std::nullopt;
       return read_round(round, n);
@@ -203,6 +205,8 @@ void ElasticRendezvous::set_restarts_before(int round, int used) {
 void ElasticRendezvous::leave() noexcept {
   try {
     store_->set(fmt::format("agent/{}/gone", id_), "1");
+    // A round still forming with this agent in it is abandoned: the others form the next one without it.
+    if (forming_ >= 0) store_->compare_set(key(forming_, "closed"), {}, bytes("0"));
   } catch (const std::exception&) {
     // The store is gone: nobody waits for this agent then.
   }

@@ -70,7 +70,8 @@ class ElasticRendezvous {
   int restarts_before(int round, int mine);
   /// Records the restarts used before round r (the first writer wins; every agent of round r - 1 counts alike).
   void set_restarts_before(int round, int used);
-  /// Marks this agent as gone for good (it received a signal): no round waits for it.
+  /// Marks this agent as gone for good (it received a signal): no round waits for it, and a round still forming
+  /// with it is abandoned (the others form the next one).
   void leave() noexcept;
   /// Publishes the job's outcome (first writer wins) and counts this agent done; the store's host (`hosting`)
   /// then waits, up to `bound`, until the `members` agents of the last round and those waiting have read it.
@@ -103,6 +104,7 @@ class ElasticRendezvous {
   std::string host_;
   std::string endpoint_;
   int id_ = 0;
+  int forming_ = -1;  ///< the round this agent holds a place in while it has not closed yet
 };
 
 }  // namespace dcomm::run
