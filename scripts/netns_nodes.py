@@ -45,7 +45,7 @@ def unavailable_reason():
 
 
 class Nodes:
-    def __init__(self, n, kind="bn", subnet="10.213.0", rate=None, delay=None, burst="64kb", mtu=None):
+    def __init__(self, n, kind="bn", subnet="10.213.0", rate=None, delay=None, burst="256kb", mtu=None):
         """n nodes; rate: a tc rate ("10gbit") or None; delay: a tc time ("20us") or None; mtu: the links' MTU."""
         self.n = n
         self.tag = os.getpid()
@@ -126,6 +126,14 @@ class Nodes:
         return ["ip", "netns", "exec", self.ns[i], "unshare", "--uts", "sh", "-c",
                 'hostname "$0" && exec "$@"', self.hostnames[i]]
 
+    def dcomm_run(self, i, dcomm_run, nproc, program, options=(), port=29500, rdzv_timeout=60):
+        """The command line of node i's dcomm-run: node 0's hosts the store at its address (a fixed port is safe:
+        every node namespace has its own port space). The launchers need one DCOMM_STORE_SECRET in the env."""
+        return self.prefix(i) + [
+            dcomm_run, "--nnodes", str(self.n), "--node-rank", str(i), "--nproc-per-node", str(nproc),
+            "--master-addr", self.addrs[0], "--master-port", str(port), "--rdzv-timeout", str(rdzv_timeout),
+            *options, "--", *program]
+
     def pids(self):
         """Processes still inside this run's namespaces (all started by it: nothing else enters them)."""
         found = []
@@ -145,6 +153,29 @@ class Nodes:
         for name in reversed(self._made):
             _run(["ip", "netns", "del", name], check=False)
         self._made = []
+
+
+def run_all(cmds, timeout_s, env=None):
+    """Runs the commands at once (one launcher per node); returns [(exit code, stdout, stderr)] in order. A command
+    still running after timeout_s is killed (its output so far is lost) and the TimeoutExpired goes on."""
+    procs = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for c in cmds]
+    results = []
+    try:
+        for p in procs:
+            out, err = p.communicate(timeout=timeout_s)
+            results.append((p.returncode, out, err))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    return results
+
+
+def transcript(results):
+    """run_all's results as text, node by node, for a failure report."""
+    return "\n".join(f"--- node {n}: exit {rc}\nstdout:\n{out}\nstderr:\n{err}" for n, (rc, out, err) in
+                     enumerate(results))
 
 
 def leftovers(kind="bn"):
