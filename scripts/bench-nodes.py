@@ -18,6 +18,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -35,11 +36,15 @@ DEFAULT_BENCH = ["all_reduce", "-b", "64K", "-e", "64M"]
 
 
 class Interrupted(Exception):
-    pass
+    def __init__(self, why, code=1):
+        super().__init__(why)
+        self.code = code
 
 
 def on_signal(signum, _frame):
-    raise Interrupted(signal.Signals(signum).name)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # a second Ctrl-C must not cut the cleanup short
+        signal.signal(sig, signal.SIG_IGN)
+    raise Interrupted(signal.Signals(signum).name, 128 + signum)
 
 
 def parse_args(argv):
@@ -126,7 +131,7 @@ class Run:
             try:
                 rc = p.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                raise Interrupted(f"the run took longer than --timeout; {name} still running")
+                raise Interrupted(f"the run took longer than --timeout; {name} still running", 1)
             if rc != 0:
                 failed.append(f"{name} exited {rc}")
         for t in self.threads:
@@ -208,27 +213,26 @@ def node_rows(doc, a):
     return rows
 
 
-def fmt(v, spec, none="-"):
-    return none if v is None else format(v, spec)
+def cell(v, width, spec, suffix=""):
+    return ("-" if v is None else format(v, spec) + suffix).rjust(width)
 
 
 def print_rows(rows, header):
     print()
     for line in header:
         print(f"# {line}")
-    print(f"# {'collective':<15}{'size(B)':>11} {'lib':>6} {'algo':<22}{'time(us)':>11}{'node busbw':>12}"
+    print(f"# {'collective':<15}{'size(B)':>11} {'lib':>6} {'algo':<24}{'time(us)':>11}{'node busbw':>12}"
           f"{'% link':>8}{'mpi(us)':>11}{'dcomm/mpi':>10}{'speedup':>9}")
     for r in rows:
         algo = r["algorithm"] if not r["chosen_algorithm"] else f"auto:{r['chosen_algorithm']}"
-        start = f"  {r['collective']:<15}{r['bytes']:>11} {r['library']:>6} {algo:<22}"
+        start = f"  {r['collective']:<15}{r['bytes']:>11} {r['library']:>6} {algo:<24}"
         if r.get("skipped"):
             print(start + f"skipped: {r['skipped']}")
             continue
         frac = r["link_fraction"]
-        print(start + f"{r['time_us']['mean']:>11.2f}{fmt(r['node_busbw_gbps'], '12.3f', '           -')}"
-              f"{fmt(frac * 100 if frac is not None else None, '7.0f', '      -')}%"
-              f"{fmt(r['mpi_us'], '11.2f', '          -')}{fmt(r['vs_mpi'], '10.2f', '         -')}"
-              f"{fmt(r['speedup'], '8.2f', '       -')}x")
+        print(start + cell(r["time_us"]["mean"], 11, ".2f") + cell(r["node_busbw_gbps"], 12, ".3f") +
+              cell(frac * 100 if frac is not None else None, 8, ".0f", "%") + cell(r["mpi_us"], 11, ".2f") +
+              cell(r["vs_mpi"], 10, ".2f") + cell(r["speedup"], 9, ".2f", "x"))
 
 
 def clean():
@@ -238,6 +242,50 @@ def clean():
             os.kill(int(pid), signal.SIGKILL)
         subprocess.run(["ip", "netns", "del", name])
     print(f"removed {len(stale)} namespace(s) left by killed runs" + (f": {', '.join(stale)}" if stale else ""))
+    return 0
+
+
+def header_lines(a, nodes, oversubscribed):
+    ranks = a.nodes * a.ranks_per_node
+    lines = [f"bench-nodes: {a.nodes} nodes x {a.ranks_per_node} ranks ({ranks} ranks, {os.cpu_count()} cores"
+             f"{', OVERSUBSCRIBED: times are not meaningful' if oversubscribed else ''}), launcher {a.launcher}"
+             f"{'' if a.no_mpi else ', dcomm-bench --vs mpi'}",
+             f"nodes: {', '.join(f'{h} {ad}' for h, ad in zip(nodes.hostnames, nodes.addrs))} "
+             f"(namespaces {nodes.ns[0]}, ...; switch {nodes.switch}); MTU {a.mtu or 'default'}",
+             f"link: {nodes.shaping}"]
+    if a.launcher == "dcomm-run" and not a.no_mpi:
+        lines.append("MPI joins as singletons through ompi-server: it uses TCP between ranks on one node too "
+                     "(no shared memory); use --launcher mpirun for MPI's best")
+    return lines
+
+
+def measure(a, nodes, run, bench_cmd, json_path, oversubscribed):
+    """Runs dcomm-bench on every node, prints the node rows; returns the exit status."""
+    header = header_lines(a, nodes, oversubscribed)
+    for line in header:
+        print(f"# {line}", flush=True)
+    if a.launcher == "mpirun":
+        launch_mpirun(run, nodes, a, bench_cmd, run.log_dir, oversubscribed)
+    else:
+        launch_dcomm_run(run, nodes, a, bench_cmd)
+    failed = run.wait(time.monotonic() + a.timeout)
+    if failed:
+        print(f"bench-nodes: error: {'; '.join(failed)}; output in {run.log_dir}")
+        return 1
+    with open(json_path) as f:
+        doc = json.load(f)
+    rows = node_rows(doc, a)
+    header.append("node busbw: the bytes that must cross one node's link each way over the mean time, in GB/s "
+                  f"(N = {a.nodes} nodes: all_reduce 2(N-1)/N x size, all_gather and reduce_scatter (N-1)/N, "
+                  "broadcast and reduce 1; docs/benchmark.md); % link: of --rate; speedup: MPI's time over dcomm's")
+    print_rows(rows, header)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"bench_nodes": {"nodes": a.nodes, "ranks_per_node": a.ranks_per_node, "launcher": a.launcher,
+                                       "rate": a.rate, "delay": a.delay, "delay_applied": nodes.delay_applied(),
+                                       "mtu": a.mtu, "shaping": nodes.shaping, "oversubscribed": oversubscribed,
+                                       "argv": sys.argv},
+                       "rows": rows, "dcomm_bench": doc}, f, indent=1)
     return 0
 
 
@@ -254,10 +302,9 @@ def main(argv):
         if not os.access(path, os.X_OK):
             print(f"bench-nodes: error: {path} is missing; build first (bash scripts/build.sh) or pass --build DIR")
             return 2
-    ranks = a.nodes * a.ranks_per_node
-    oversubscribed = ranks > (os.cpu_count() or 1)
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGHUP, on_signal)
+    oversubscribed = a.nodes * a.ranks_per_node > (os.cpu_count() or 1)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # SIGINT too: a background job inherits it ignored
+        signal.signal(sig, on_signal)
     # Every launcher of a multi-node world needs the same store secret; a fresh one per run, in the environment.
     os.environ["DCOMM_STORE_SECRET"] = secrets.token_hex(16)
     log_dir = a.log_dir or tempfile.mkdtemp(prefix="bench-nodes-")
@@ -265,60 +312,22 @@ def main(argv):
     json_path = os.path.join(log_dir, "dcomm-bench.json")
     bench_cmd = [bench] + a.bench + ["--algo", a.algo, "--json", json_path] + ([] if a.no_mpi else ["--vs", "mpi"])
     run = Run(log_dir)
-    ok = False
+    code = 1
     try:
         with netns_nodes.Nodes(a.nodes, kind="bn", rate=a.rate, delay=a.delay, burst=a.burst, mtu=a.mtu) as nodes:
-            header = [f"bench-nodes: {a.nodes} nodes x {a.ranks_per_node} ranks ({ranks} ranks, {os.cpu_count()} "
-                      f"cores{', OVERSUBSCRIBED: times are not meaningful' if oversubscribed else ''}), "
-                      f"launcher {a.launcher}{'' if a.no_mpi else ', dcomm-bench --vs mpi'}",
-                      f"nodes: {', '.join(f'{h} {ad}' for h, ad in zip(nodes.hostnames, nodes.addrs))} "
-                      f"(namespaces {nodes.ns[0]}, ...; switch {nodes.switch}); MTU {a.mtu or 'default'}",
-                      f"link: {nodes.shaping}"]
-            if a.launcher == "dcomm-run" and not a.no_mpi:
-                header.append("MPI joins as singletons through ompi-server: it uses TCP between ranks on one node "
-                              "too (no shared memory); use --launcher mpirun for MPI's best")
-            for line in header:
-                print(f"# {line}", flush=True)
             try:
-                if a.launcher == "mpirun":
-                    launch_mpirun(run, nodes, a, bench_cmd, log_dir, oversubscribed)
-                else:
-                    launch_dcomm_run(run, nodes, a, bench_cmd)
-                failed = run.wait(time.monotonic() + a.timeout)
-                if failed:
-                    print(f"bench-nodes: error: {'; '.join(failed)}; output in {log_dir}")
-                    return 1
-                with open(json_path) as f:
-                    doc = json.load(f)
-                rows = node_rows(doc, a)
-                header.append("node busbw: the bytes that must cross one node's link each way over the mean time, in GB/s "
-                              f"(all_reduce: 2(N-1)/N x size, N = {a.nodes} nodes); % link: of --rate")
-                print_rows(rows, header)
-                if a.json:
-                    with open(a.json, "w") as f:
-                        json.dump({"bench_nodes": {"nodes": a.nodes, "ranks_per_node": a.ranks_per_node,
-                                                   "launcher": a.launcher, "rate": a.rate, "delay": a.delay,
-                                                   "delay_applied": nodes.delay_applied(), "mtu": a.mtu,
-                                                   "shaping": nodes.shaping, "oversubscribed": oversubscribed,
-                                                   "argv": sys.argv},
-                                   "rows": rows, "dcomm_bench": doc}, f, indent=1)
+                code = measure(a, nodes, run, bench_cmd, json_path, oversubscribed)
             finally:
                 run.stop()  # the processes first: a namespace with a process left inside outlives its name
-            ok = True
-            return 0
     except netns_nodes.NamespacesUnavailable as e:
         print(f"bench-nodes: skipped: {e}")
-        return SKIP
-    except (Interrupted, KeyboardInterrupt) as e:
-        print(f"bench-nodes: stopped ({e or 'SIGINT'}); removing the namespaces; output in {log_dir}")
-        return 130
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # cleanup runs to the end
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        if ok and not a.log_dir:
-            for name in os.listdir(log_dir):
-                os.remove(os.path.join(log_dir, name))
-            os.rmdir(log_dir)
+        code = SKIP
+    except Interrupted as e:
+        print(f"bench-nodes: stopped ({e}); removed the namespaces; output in {log_dir}")
+        code = e.code
+    if code == 0 and not a.log_dir:
+        shutil.rmtree(log_dir, ignore_errors=True)
+    return code
 
 
 if __name__ == "__main__":
