@@ -105,8 +105,11 @@ class Run:
         self.log_dir = log_dir
         self.procs = []
         self.threads = []
+        self.hidden = []  # launchers whose output went to their log only
 
     def start(self, name, cmd, env, show):
+        if not show:
+            self.hidden.append(name)
         log = open(os.path.join(self.log_dir, f"{name}.log"), "w")
         log.write("$ " + " ".join(cmd) + "\n")
         log.flush()
@@ -270,6 +273,10 @@ def measure(a, nodes, run, bench_cmd, json_path, oversubscribed):
         launch_dcomm_run(run, nodes, a, bench_cmd)
     failed = run.wait(time.monotonic() + a.timeout)
     if failed:
+        for name in run.hidden:  # the cause may be on another node: show the end of each log not shown yet
+            with open(os.path.join(run.log_dir, f"{name}.log")) as f:
+                tail = f.readlines()[-12:]
+            print(f"--- the end of {name}'s output:\n" + "".join(tail), end="")
         print(f"bench-nodes: error: {'; '.join(failed)}; output in {run.log_dir}")
         return 1
     with open(json_path) as f:
