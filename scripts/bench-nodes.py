@@ -113,8 +113,7 @@ class Run:
         log = open(os.path.join(self.log_dir, f"{name}.log"), "w")
         log.write("$ " + " ".join(cmd) + "\n")
         log.flush()
-        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                             start_new_session=False)
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
         t = threading.Thread(target=self._pump, args=(p, log, show), daemon=True)
         t.start()
         self.procs.append((name, p))
