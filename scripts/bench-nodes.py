@@ -67,7 +67,7 @@ def parse_args(argv):
     p.add_argument("--json", help="write the results (the node rows and dcomm-bench's own JSON) here")
     p.add_argument("--log-dir", help="keep every process's output here (default: a temporary folder, kept on failure)")
     p.add_argument("--timeout", type=float, default=3600, help="seconds the whole run may take (default 3600)")
-    p.add_argument("--clean", action="store_true", help="remove namespaces left by runs killed with SIGKILL, exit")
+    p.add_argument("--clean", action="store_true", help="remove namespaces left by killed runs (of this script or the namespace tests), exit")
     p.add_argument("bench", nargs=argparse.REMAINDER, help="after --: dcomm-bench's arguments "
                    f"(default: {' '.join(DEFAULT_BENCH)})")
     a = p.parse_args(argv)
@@ -238,7 +238,7 @@ def print_rows(rows, header):
 
 
 def clean():
-    stale = netns_nodes.leftovers("bn")
+    stale = netns_nodes.leftovers()
     for name in stale:
         for pid in subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True).stdout.split():
             os.kill(int(pid), signal.SIGKILL)

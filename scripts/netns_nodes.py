@@ -178,13 +178,16 @@ def transcript(results):
                      enumerate(results))
 
 
-def leftovers(kind="bn"):
-    """Namespaces of this kind whose creating process is gone (a run killed with SIGKILL cannot clean up)."""
+KINDS = ("bn", "xn", "rn", "ux")  # bench-nodes.py, cross_node.py, two_nodes.py, ucx_mp_tests.py
+
+
+def leftovers(kinds=KINDS):
+    """Namespaces made here whose creating process is gone (a run killed with SIGKILL cannot clean up)."""
     out = _run(["ip", "netns", "list"], check=False).stdout
     stale = []
     for line in out.splitlines():
         name = line.split()[0] if line.split() else ""
-        if not name.startswith(f"dcomm-{kind}-"):
+        if not any(name.startswith(f"dcomm-{kind}-") for kind in kinds):
             continue
         tag = name.rsplit("-", 1)[-1]
         if tag.isdigit() and not os.path.exists(f"/proc/{tag}"):
