@@ -7,6 +7,7 @@
 
 #include <dcomm/error.hpp>
 
+#include "collectives/topology.hpp"
 #include "common/log.hpp"
 
 namespace dcomm::coll {
@@ -169,6 +170,16 @@ std::string Selector::explain(Collective c, std::size_t bytes, const GroupView& 
       fmt::format("{} of {} on {} ranks (alpha {}, beta {:.3f} ns/B, gamma {:.3f} ns/B, chunk {}; from the {}):\n",
                   to_string(c), format_bytes(bytes), view.size, format_seconds(params_.alpha), params_.beta * 1e9,
                   params_.gamma * 1e9, format_bytes(static_cast<std::size_t>(params_.chunk_bytes)), params_source_);
+  if (view.hierarchy) {
+    const Topology& t = view.hierarchy->topo;
+    out += fmt::format("topology: {}\n", t.describe());
+    if (t.node_count() > 1) {
+      out += fmt::format("links: between nodes alpha {}, beta {:.3f} ns/B (the flat algorithms' link); within a node "
+                         "alpha {}, beta {:.3f} ns/B\n",
+                         format_seconds(params_.alpha), params_.beta * 1e9, format_seconds(params_.alpha_intra),
+                         params_.beta_intra * 1e9);
+    }
+  }
   const Algorithm* best = cheapest(args, view, params_);
   out += format_predictions(predict(args, view, params_), best);
   std::string origin;
