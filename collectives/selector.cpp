@@ -38,15 +38,18 @@ std::string format_seconds(double s) {
 
 }  // namespace
 
-std::string format_predictions(const std::vector<Prediction>& predictions, const Algorithm* best) {
+std::string format_predictions(const std::vector<Prediction>& predictions, const Algorithm* best,
+                               const std::vector<const Algorithm*>& unfit) {
   // Names as wide as the longest, so the times line up whatever a new algorithm is called.
   std::size_t width = 0;
   for (const Prediction& p : predictions) width = std::max(width, std::string_view(p.algorithm->name).size());
+  for (const Algorithm* a : unfit) width = std::max(width, std::string_view(a->name).size());
   std::string out;
   for (const Prediction& p : predictions) {
     out += fmt::format("  {:<{}} {:>12}{}\n", p.algorithm->name, width, format_seconds(p.seconds),
                        p.algorithm == best ? "  <- cheapest" : (p.algorithm->by_name_only ? "  (by name only)" : ""));
   }
+  for (const Algorithm* a : unfit) out += fmt::format("  {:<{}} {:>12}  (not for this group)\n", a->name, width, "-");
   return out;
 }
 
@@ -181,7 +184,14 @@ std::string Selector::explain(Collective c, std::size_t bytes, const GroupView& 
     }
   }
   const Algorithm* best = cheapest(args, view, params_);
-  out += format_predictions(predict(args, view, params_), best);
+  std::vector<Prediction> predictions = predict(args, view, params_);
+  std::vector<const Algorithm*> unfit;  // rows that cannot run on this group (the hierarchical ones on one node)
+  for (const Algorithm* a : algorithms_for(c)) {
+    if (std::none_of(predictions.begin(), predictions.end(), [&](const Prediction& p) { return p.algorithm == a; })) {
+      unfit.push_back(a);
+    }
+  }
+  out += format_predictions(predictions, best, unfit);
   std::string origin;
   std::string name = forced(c, &origin);
   if (!name.empty()) {
