@@ -57,13 +57,13 @@ int world_rank(const GroupView& v, int peer) {
 }  // namespace
 
 transport::RequestPtr Context::isend(int peer, uint32_t step, const void* data, std::size_t bytes) const {
-  return view.mesh->isend(world_rank(view, peer), transport::collective_tag(view.context, seq, step + step_base_), data, bytes,
-                          device_);
+  return view.mesh->isend(world_rank(view, peer), transport::collective_tag(view.context, seq, step + step_base_), data,
+                          bytes, device_);
 }
 
 transport::RequestPtr Context::irecv(int peer, uint32_t step, void* data, std::size_t bytes) const {
-  return view.mesh->irecv(world_rank(view, peer), transport::collective_tag(view.context, seq, step + step_base_), data, bytes,
-                          device_);
+  return view.mesh->irecv(world_rank(view, peer), transport::collective_tag(view.context, seq, step + step_base_), data,
+                          bytes, device_);
 }
 
 void Context::wait(const transport::RequestPtr& r) const {

@@ -1,14 +1,14 @@
 #include "collectives/cost_model.hpp"
 
-#include "collectives/algorithms/algorithms.hpp"
-#include "collectives/topology.hpp"
-
 #include <fmt/format.h>
 
 #include <dcomm/error.hpp>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+
+#include "collectives/algorithms/algorithms.hpp"
+#include "collectives/topology.hpp"
 
 namespace dcomm::coll {
 
@@ -108,7 +108,8 @@ CostParams load_tuning_file(const std::string& path, CostParams p) {
                     path, e.what()));
   }
   if (!(p.alpha >= 0 && p.beta >= 0 && p.gamma >= 0 && p.alpha_intra >= 0 && p.beta_intra >= 0)) {
-    throw InvalidUsageError(fmt::format("DCOMM_TUNING_FILE '{}': alpha, beta, gamma and the intra-node alpha and beta must be >= 0", path));
+    throw InvalidUsageError(
+        fmt::format("DCOMM_TUNING_FILE '{}': alpha, beta, gamma and the intra-node alpha and beta must be >= 0", path));
   }
   return p;
 }

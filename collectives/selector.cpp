@@ -7,6 +7,7 @@
 
 #include <dcomm/error.hpp>
 
+#include "collectives/algorithms/algorithms.hpp"
 #include "collectives/topology.hpp"
 #include "common/log.hpp"
 
@@ -133,7 +134,10 @@ const Algorithm& Selector::choose(const Args& args, const GroupView& view, const
     if (!a.supports(args, view)) {
       throw InvalidUsageError(fmt::format(
           "{}: algorithm '{}' does not handle this call ({}); leave the algorithm empty to let dcomm choose", where(),
-          requested, args.vector_variant ? "a v-variant" : "its limits on size, group or memory exclude it"));
+          requested,
+          args.vector_variant            ? "a v-variant"
+          : a.supports == &supports_hier ? "it needs a group that spans two nodes or more; this group is on one node"
+                                         : "its limits on size, group or memory exclude it"));
     }
     return a;
   }
@@ -177,10 +181,11 @@ std::string Selector::explain(Collective c, std::size_t bytes, const GroupView& 
     const Topology& t = view.hierarchy->topo;
     out += fmt::format("topology: {}\n", t.describe());
     if (t.node_count() > 1) {
-      out += fmt::format("links: between nodes alpha {}, beta {:.3f} ns/B (the flat algorithms' link); within a node "
-                         "alpha {}, beta {:.3f} ns/B\n",
-                         format_seconds(params_.alpha), params_.beta * 1e9, format_seconds(params_.alpha_intra),
-                         params_.beta_intra * 1e9);
+      out += fmt::format(
+          "links: between nodes alpha {}, beta {:.3f} ns/B (the flat algorithms' link); within a node "
+          "alpha {}, beta {:.3f} ns/B\n",
+          format_seconds(params_.alpha), params_.beta * 1e9, format_seconds(params_.alpha_intra),
+          params_.beta_intra * 1e9);
     }
   }
   const Algorithm* best = cheapest(args, view, params_);

@@ -1,5 +1,4 @@
 #include "collectives/shm_segments.hpp"
-#include "collectives/topology.hpp"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -8,6 +7,8 @@
 
 #include <cerrno>
 #include <dcomm/error.hpp>
+
+#include "collectives/topology.hpp"
 
 namespace dcomm::coll {
 

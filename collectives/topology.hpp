@@ -40,10 +40,10 @@ Topology topology_of(const std::vector<std::string>& hosts);
 /// A group's topology and the sub-views of it that this rank belongs to. A view this rank is not in has rank -1.
 struct Hierarchy {
   Topology topo;
-  int node = 0;   ///< this rank's node
-  int local = 0;  ///< this rank's index on it
-  GroupView node_view;         ///< this rank's node
-  GroupView leaders;           ///< each node's lowest rank, in node order
+  int node = 0;                  ///< this rank's node
+  int local = 0;                 ///< this rank's index on it
+  GroupView node_view;           ///< this rank's node
+  GroupView leaders;             ///< each node's lowest rank, in node order
   std::vector<GroupView> rails;  ///< rail j (j < max_local): rail_member(j, n) of every node n, in node order
 };
 

@@ -39,8 +39,8 @@ void run_all_gather_hier(Context& c) {
       const auto& ranks = t.nodes[static_cast<std::size_t>(n)];
       if (n == h.node || static_cast<std::size_t>(j) >= ranks.size()) continue;
       const int from = ranks[static_cast<std::size_t>(j)];
-      reqs.push_back(c.irecv(t.rail_member(j, n), step, c.at(out, blocks[static_cast<std::size_t>(from)].offset),
-                             bytes));
+      reqs.push_back(
+          c.irecv(t.rail_member(j, n), step, c.at(out, blocks[static_cast<std::size_t>(from)].offset), bytes));
     }
     if (j != h.local) continue;  // this rank's own block travels on its own rail only
     for (int n = 0; n < t.node_count(); ++n) {

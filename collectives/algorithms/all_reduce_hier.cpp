@@ -50,8 +50,8 @@ void run_all_reduce_hier(Context& c) {
 
 double cost_all_reduce_hier(const CostParams& p, double n, int /*size*/) {
   const double l = p.local, lmin = p.min_local;
-  const double within = 2.0 * (l - 1) * p.alpha_intra + 2.0 * fraction(p.local) * n * p.beta_intra +
-                        fraction(p.local) * n * p.gamma;
+  const double within =
+      2.0 * (l - 1) * p.alpha_intra + 2.0 * fraction(p.local) * n * p.beta_intra + fraction(p.local) * n * p.gamma;
   const double rails_per_rank = std::ceil(l / lmin);
   const double across = rails_per_rank * 2.0 * (p.nodes - 1) * p.alpha + 2.0 * fraction(p.nodes) * n * p.beta +
                         fraction(p.nodes) * (n / lmin) * p.gamma;

@@ -41,7 +41,8 @@ void run_reduce_scatter_hier(Context& c) {
   Scratch tmp = c.scratch(count * static_cast<std::size_t>(t.node_count() - 1));
   std::vector<transport::RequestPtr> recvs;
   for (int n = 0, i = 0; n < t.node_count(); ++n) {
-    if (n != h.node) recvs.push_back(c.irecv(t.rail_member(h.local, n), kAcrossStep, c.at(tmp.data(), count * i++), bytes));
+    if (n != h.node)
+      recvs.push_back(c.irecv(t.rail_member(h.local, n), kAcrossStep, c.at(tmp.data(), count * i++), bytes));
   }
   char* own = c.at(c.work, blocks[static_cast<std::size_t>(c.rank())].offset);
   for (std::size_t i = 0; i < recvs.size(); ++i) {

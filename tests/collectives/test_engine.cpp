@@ -394,7 +394,7 @@ CostParams two_classes() {
 TEST_CASE("two link classes: hierarchical rows win across nodes, one node's choices stay", "[collectives][engine]") {
   const GroupView one_node = placed({"a", "a", "a", "a"});
   const GroupView two_nodes = placed({"a", "a", "b", "b"});
-  const Collective kHier[] = {Collective::kAllReduce, Collective::kBroadcast, Collective::kReduce,
+  const Collective kHier[] = {Collective::kAllReduce, Collective::kBroadcast,     Collective::kReduce,
                               Collective::kAllGather, Collective::kReduceScatter, Collective::kBarrier};
   for (Collective c : kHier) {
     for (std::size_t bytes : {std::size_t{64}, std::size_t{1} << 20, std::size_t{16} << 20}) {
@@ -431,6 +431,27 @@ TEST_CASE("two link classes: hierarchical rows win across nodes, one node's choi
   std::remove(path.c_str());
 }
 
+TEST_CASE("a hierarchical algorithm named on a one-node group is refused on every rank, saying why",
+          "[collectives][engine]") {
+  auto records = test::run_group(3, [](const GroupView& view, test::RankRecord& rec) {
+    auto engine = Engine::create(view);
+    std::vector<float> x = {1.0f, 2.0f};
+    Args a;
+    a.coll = Collective::kAllReduce;
+    a.send = a.recv = Buffer(x);
+    std::string m = invalid_message([&] { engine->run(a, "hier", soon(), 0); });
+    if (m.find("'hier' does not handle this call (it needs a group that spans two nodes or more") ==
+        std::string::npos) {
+      rec.failures.push_back("unclear refusal: " + m);
+    }
+    engine->run(a, "", soon(), 1);  // the group stays usable
+    if (x[0] != 3.0f || x[1] != 6.0f) rec.failures.push_back("wrong sum after the refusal");
+  });
+  auto failures = test::summarize(records);
+  INFO((failures.empty() ? "" : failures.front()));
+  CHECK(failures.empty());
+}
+
 TEST_CASE("across simulated nodes auto runs the hierarchical all_reduce and explain shows the topology",
           "[collectives][engine]") {
   std::string path = "/tmp/dcomm_tuning_auto_" + std::to_string(::getpid()) + ".json";
@@ -446,7 +467,8 @@ TEST_CASE("across simulated nodes auto runs the hierarchical all_reduce and expl
         std::string text = engine->explain(Collective::kAllReduce, 4 << 20);
         for (const char* w : {"topology: 2 nodes (ranks per node 2, 2)", "ranks 0,2 (leader 0)", "ranks 1,3 (leader 1)",
                               "within a node alpha 1.0 us", "choice: hier (cost model)"}) {
-          if (text.find(w) == std::string::npos) rec.failures.push_back(std::string("explain lacks ") + w + ": " + text);
+          if (text.find(w) == std::string::npos)
+            rec.failures.push_back(std::string("explain lacks ") + w + ": " + text);
         }
         std::vector<double> x(1 << 19);
         for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<double>(i % 1000) + view.rank;

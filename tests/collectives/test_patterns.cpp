@@ -202,8 +202,9 @@ TEST_CASE("topology: nodes by first rank, local ranks in group order, rails cove
   CHECK(t.rail_member(2, 0) == 5);
   CHECK(t.rail_member(2, 1) == 1);
   CHECK(t.rail_member(2, 2) == 4);
-  CHECK(t.describe() == "3 nodes (ranks per node 3, 2, 1): node 0 'b' ranks 0,3,5 (leader 0); node 1 'a' ranks 1,2 "
-                        "(leader 1); node 2 'c' ranks 4 (leader 4)");
+  CHECK(t.describe() ==
+        "3 nodes (ranks per node 3, 2, 1): node 0 'b' ranks 0,3,5 (leader 0); node 1 'a' ranks 1,2 "
+        "(leader 1); node 2 'c' ranks 4 (leader 4)");
   // Rank 3's views: its node, the leaders (not it), and the rails it serves (rail 1 only).
   GroupView group;
   group.rank = 3;
