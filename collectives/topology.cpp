@@ -1,7 +1,6 @@
 #include "collectives/topology.hpp"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <map>
@@ -13,14 +12,34 @@ int Topology::rail_member(int rail, int node) const {
   return ranks[static_cast<std::size_t>(rail) % ranks.size()];
 }
 
+namespace {
+
+// "0,2,4-7": runs of consecutive ranks as ranges, so a large node stays one short line.
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string out;
+  for (std::size_t i = 0; i < ranks.size();) {
+    std::size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    out += fmt::format("{}{}", out.empty() ? "" : ",", ranks[i]);
+    if (j > i) out += fmt::format("{}{}", j == i + 1 ? "," : "-", ranks[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+constexpr std::size_t kNodesDescribed = 8;
+
+}  // namespace
+
 std::string Topology::describe() const {
   std::string sizes;
   for (const auto& n : nodes) sizes += fmt::format("{}{}", sizes.empty() ? "" : ", ", n.size());
   std::string out = fmt::format("{} node{} (ranks per node {})", nodes.size(), nodes.size() == 1 ? "" : "s", sizes);
-  for (std::size_t n = 0; n < nodes.size(); ++n) {
+  for (std::size_t n = 0; n < nodes.size() && n < kNodesDescribed; ++n) {
     out += fmt::format("{} node {} '{}' ranks {} (leader {})", n == 0 ? ":" : ";", n, host_ids[n],
-                       fmt::join(nodes[n], ","), nodes[n][0]);
+                       rank_list(nodes[n]), nodes[n][0]);
   }
+  if (nodes.size() > kNodesDescribed) out += fmt::format("; {} more nodes", nodes.size() - kNodesDescribed);
   return out;
 }
 

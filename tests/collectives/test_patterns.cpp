@@ -1,5 +1,7 @@
 // The pure rank arithmetic of collectives/patterns.hpp, without any transport.
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <set>
@@ -205,6 +207,13 @@ TEST_CASE("topology: nodes by first rank, local ranks in group order, rails cove
   CHECK(t.describe() ==
         "3 nodes (ranks per node 3, 2, 1): node 0 'b' ranks 0,3,5 (leader 0); node 1 'a' ranks 1,2 "
         "(leader 1); node 2 'c' ranks 4 (leader 4)");
+  // Consecutive ranks as ranges; past 8 nodes, a count.
+  std::vector<std::string> many;
+  for (int r = 0; r < 40; ++r) many.push_back(fmt::format("h{}", r / 4));
+  CHECK(dcomm::coll::topology_of(many).describe().starts_with(
+      "10 nodes (ranks per node 4, 4, 4, 4, 4, 4, 4, 4, 4, 4): node 0 'h0' ranks 0-3 (leader 0); node 1 'h1' ranks "
+      "4-7 (leader 4);"));
+  CHECK(dcomm::coll::topology_of(many).describe().ends_with("; 2 more nodes"));
   // Rank 3's views: its node, the leaders (not it), and the rails it serves (rail 1 only).
   GroupView group;
   group.rank = 3;
