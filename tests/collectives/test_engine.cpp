@@ -513,6 +513,36 @@ TEST_CASE("transport errors carry the collective, algorithm and rank", "[collect
   CHECK(test::summarize(records).empty());
 }
 
+TEST_CASE("a rank missing on the other node fails every survivor's hierarchical call, naming it where seen",
+          "[collectives][engine]") {
+  test::ScopedEnv no_check("DCOMM_CHECK_CALLS", "0");
+  auto records = test::run_group(
+      4,
+      [](const GroupView& view, test::RankRecord& rec) {
+        auto engine = Engine::create(view);
+        if (view.rank == 3) return;  // never joins: its node's phase cannot finish, so neither can the rails
+        std::vector<float> x(40, 1.0f);
+        Args a;
+        a.coll = Collective::kAllReduce;
+        a.send = a.recv = Buffer(x);
+        const std::string what = fmt::format("all_reduce[hier] rank {}/4", view.rank);
+        try {
+          engine->run(a, "hier", Deadline::after(std::chrono::seconds(2)), 0);
+          rec.failures.push_back("no error");
+        } catch (const Error& e) {
+          const std::string m = e.what();
+          bool kind = e.code() == ErrorCode::kTimeout || e.code() == ErrorCode::kRemoteError;
+          if (!kind || m.rfind(what, 0) != 0) rec.failures.push_back(m);
+          // Rank 3's node mate waits for it directly.
+          if (view.rank == 2 && m.find("rank 3") == std::string::npos) rec.failures.push_back("no rank 3: " + m);
+        }
+      },
+      "loopback", {0, 0, 1, 1});
+  auto failures = test::summarize(records);
+  INFO((failures.empty() ? "" : failures.front()));
+  CHECK(failures.empty());
+}
+
 TEST_CASE("report: probe time, fitted model and algorithm times over shm", "[.][measure]") {
   for (int size : {2, 4, 8}) {
     std::vector<double> create_ms(static_cast<std::size_t>(size));
