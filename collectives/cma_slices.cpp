@@ -179,9 +179,10 @@ void cma_check(const Context& c, const PeerBuffers& b, const CmaStatus& s) {
   std::string who = s.reader == c.rank() ? "this rank" : fmt::format("rank {}", s.reader);
   throw RemoteError(fmt::format(
       "{}: {} could not read {} of rank {}'s memory (pid {}) with process_vm_readv (cross-memory attach, shm): "
-      "{}. Check whether rank {} is still alive (its log); where ptrace rules forbid the read, set "
-      "DCOMM_SHM_CMA=0 on every rank",
-      c.what, who, format_bytes(s.bytes), s.owner, pid, why, s.owner));
+      "{}, {} into the call (timeout {}). Check whether rank {} is still alive (its log); where ptrace rules "
+      "forbid the read, set DCOMM_SHM_CMA=0 on every rank",
+      c.what, who, format_bytes(s.bytes), s.owner, pid, why, format_duration(c.deadline.elapsed()),
+      format_duration(c.deadline.timeout()), s.owner));
 }
 
 }  // namespace dcomm::coll

@@ -62,7 +62,7 @@ void cma_check(const Context& c, const PeerBuffers& b, const CmaStatus& s);
 /// Every group rank but this one.
 std::vector<int> other_ranks(const Context& c);
 
-/// Whether DCOMM_SHM_CMA allows cross-memory attach in this process (read on every call: tests flip it).
+/// Whether DCOMM_SHM_CMA allows cross-memory attach in this process.
 bool cma_allowed_by_env();
 
 }  // namespace dcomm::coll

@@ -40,7 +40,8 @@ void ring_instead(Context& c) {
 }  // namespace
 
 bool supports_cma(const Args& args, const GroupView& view) {
-  return args.send.device.is_host() && group_on_one_host(view) && cma_allowed_by_env();
+  // Not DCOMM_SHM_CMA: every rank must pick alike whatever its environment; the first call agrees on it.
+  return args.send.device.is_host() && group_on_one_host(view);
 }
 
 void run_all_reduce_cma(Context& c) {
