@@ -1,20 +1,20 @@
 #pragma once
-// Single-copy reduction among the ranks of one node with cross-memory attach (process_vm_readv): a rank reads
-// another rank's buffer where it lies, so no byte passes through a shared intermediate buffer in memory. The
-// algorithms built on it (all_reduce[cma], reduce[cma]) run:
-//   1. cma_exchange: every rank sends every other the addresses of its input and its work buffer (one small
+// Single-copy reduction among the ranks of one node with cross-memory attach (process_vm_readv/writev): a rank
+// reads the other ranks' inputs and writes their outputs where they lie, so no byte passes through a shared
+// intermediate buffer in memory. all_reduce[cma] and reduce[cma] are this, with every rank or only the root
+// receiving the result:
+//   1. Every rank sends every other the addresses of its input and of its work buffer (the output; one small
 //      message each). On the group's first call the ranks also check that each may read every other's memory
-//      and agree on the answer (DCOMM_SHM_CMA=0 says no), so that all of them take the same path.
-//   2. cma_reduce_slice: rank r reduces slice r of P nearly equal slices into its work buffer, in cache-sized
-//      pieces: for each piece it reads the other ranks' pieces into a small buffer that stays in cache and
-//      combines them in rank order (so every rank's result has the same bits whoever reduced it).
-//   3. the algorithm gathers reduced slices with cma_fetch, one single copy per slice.
-// cma_signal's small all-to-all messages order the phases and carry failures: a read that fails (a peer that
-// exited: ESRCH; permission taken away: EPERM) is reported to every rank that waits on this one, and each throws
-// an error naming the rank that could not read and the rank it read from.
-
-#include <cstdint>
-#include <vector>
+//      and agree on the answer (DCOMM_SHM_CMA=0 on any rank says no), so that all of them take the same path.
+//   2. Rank r owns slice r of P nearly equal slices. Piece by piece (cache sized) it reads the other ranks'
+//      pieces into a small buffer that stays in cache, combines them in rank order (every rank's result then
+//      has the same bits whoever reduced it), and writes the piece, still in cache, into the work buffer of each
+//      rank that receives the result. Only rank r touches slice r anywhere, which is what makes in place safe.
+//   3. Every rank tells every other it is done, or how it failed; none returns (letting its buffers go) before
+//      all have said so. A failed read or write (a peer that exited: ESRCH; a refused one: EPERM) reaches every
+//      rank, and each throws an error naming the rank that failed and the rank whose memory it touched.
+// Memory traffic per rank for n bytes: reads n (its slice of every input), writes its slice to every receiver:
+// n for all_reduce, n/P for reduce; 2n in all against the 2.5n a read-back gather would take.
 
 #include "collectives/context.hpp"
 
@@ -23,46 +23,10 @@ namespace dcomm::coll {
 /// What the group agreed on its first call; kept in the algorithm's state.
 enum class CmaUse : int8_t { kUnknown, kYes, kNo };
 
-/// Every rank's buffers for one call (addresses in the owners' processes), by group rank.
-struct PeerBuffers {
-  std::vector<uint64_t> input;
-  std::vector<uint64_t> work;
-  std::vector<int> pid;
-};
-
-/// The outcome of this rank's reads, or the first failure it heard of.
-struct CmaStatus {
-  int32_t err = 0;      ///< 0, or the errno of the failed read
-  int32_t reader = -1;  ///< the group rank that could not read
-  int32_t owner = -1;   ///< the group rank whose memory it read
-  uint64_t bytes = 0;   ///< the size of the failed read
-  bool ok() const { return err == 0; }
-};
-
-/// Collective over the group, steps [step, step + 1 + ⌈log₂P⌉). Exchanges the buffers' addresses into `out`;
-/// on the first call (`use` unknown) also settles `use`. Returns false on every rank when the group cannot
-/// use CMA (then nothing was read, and the caller takes another path).
-bool cma_exchange(const Context& c, CmaUse& use, PeerBuffers& out, uint32_t step);
-
-/// Reduces slice [offset, offset + count) of every rank's input into this rank's work buffer (see above).
-CmaStatus cma_reduce_slice(const Context& c, const PeerBuffers& b, std::size_t offset, std::size_t count);
-
-/// Copies elements [offset, offset + count) of rank q's work buffer into this rank's work buffer.
-CmaStatus cma_fetch(const Context& c, const PeerBuffers& b, int q, std::size_t offset, std::size_t count);
-
-/// Sends `mine` to every rank of `to` and waits for the status of every rank of `from` (one step); returns
-/// `mine` when it is a failure (without waiting: the failure may be a dead peer), else the first failure heard,
-/// else success.
-CmaStatus cma_signal(const Context& c, const std::vector<int>& to, const std::vector<int>& from, CmaStatus mine,
-                     uint32_t step);
-
-/// Throws when `s` is a failure: RemoteError naming the reader, the owner, the bytes and what to check.
-void cma_check(const Context& c, const PeerBuffers& b, const CmaStatus& s);
-
-/// Every group rank but this one.
-std::vector<int> other_ranks(const Context& c);
-
-/// Whether DCOMM_SHM_CMA allows cross-memory attach in this process.
-bool cma_allowed_by_env();
+/// Collective over the group, steps [step, step + 3 + ⌈log₂P⌉). Reduces every rank's Context::input into the
+/// work buffer of `root`, or of every rank when `root` < 0. Returns false on every rank, having moved nothing,
+/// when the group cannot use cross-memory attach (`use` then says so for the calls to come); throws RemoteError
+/// on every rank when a copy failed.
+bool cma_reduce(const Context& c, CmaUse& use, int root, uint32_t step);
 
 }  // namespace dcomm::coll

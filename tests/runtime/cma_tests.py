@@ -43,7 +43,7 @@ for r in (0, 2):
         problems.append(f"kill: rank {r} did not report rank 1 (looked for /{pat}/)\n{out}")
 if took > 120:
     problems.append(f"kill: took {took:.1f} s: survivors should notice within seconds")
-mid_copy = re.search(r"could not read .* of rank 1's memory .*process \d+ \(rank 1\) exited", out)
+mid_copy = re.search(r"could not (read|write) .* rank 1's memory .*process \d+ \(rank 1\) exited", out)
 print(f"kill: {took:.1f} s; a survivor {'was' if mid_copy else 'was not'} in a single copy from rank 1")
 if problems:
     print("\n".join("FAILED: " + x for x in problems))
