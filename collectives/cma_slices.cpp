@@ -9,7 +9,9 @@
 #include <dcomm/error.hpp>
 #include <vector>
 
+#include "collectives/call_check.hpp"
 #include "collectives/dissemination.hpp"
+#include "collectives/ride.hpp"
 #include "common/deadline.hpp"
 #include "common/env.hpp"
 #include "common/log.hpp"
@@ -18,10 +20,6 @@
 namespace dcomm::coll {
 
 namespace {
-
-// One piece of a slice: the other rank's piece and the running sum (when it cannot be the output itself) stay
-// in a core's L2 (1 MiB on the machines measured) while they are combined and written out.
-constexpr std::size_t kPieceBytes = std::size_t{256} << 10;
 
 struct Hello {
   uint64_t input;
@@ -66,11 +64,19 @@ bool exchange(const Context& c, CmaUse& use, Peers& peers, uint32_t step) {
                    transport::shm::cma_probe_address(), transport::shm::cma_probe_value()};
   peers.hello.assign(static_cast<std::size_t>(p), mine);
   peers.pid.resize(static_cast<std::size_t>(p));
-  std::vector<transport::RequestPtr> reqs;
   const std::vector<int> others = other_ranks(c);
-  for (int q : others) reqs.push_back(c.irecv(q, step, &peers.hello[static_cast<std::size_t>(q)], sizeof(Hello)));
-  for (int q : others) reqs.push_back(c.isend(q, step, &mine, sizeof(Hello)));
-  c.wait_all(reqs);
+  if (gather_rides(sizeof(Hello), p)) {
+    // On the call check's rounds (the check runs with them, or they carry only this when checks are off).
+    std::vector<Hello> held(static_cast<std::size_t>(p), mine);
+    ride_gather(c, reinterpret_cast<char*>(held.data()), sizeof(Hello));
+    for (int i = 0; i < p; ++i) peers.hello[static_cast<std::size_t>((c.rank() - i + p) % p)] = held[static_cast<std::size_t>(i)];
+  } else {
+    if (c.call != nullptr) check_calls_match(c, c.call);
+    std::vector<transport::RequestPtr> reqs;
+    for (int q : others) reqs.push_back(c.irecv(q, step, &peers.hello[static_cast<std::size_t>(q)], sizeof(Hello)));
+    for (int q : others) reqs.push_back(c.isend(q, step, &mine, sizeof(Hello)));
+    c.wait_all(reqs);
+  }
   for (int q = 0; q < p; ++q) peers.pid[static_cast<std::size_t>(q)] = pid_of(c, q);
   if (use == CmaUse::kYes) return true;
   // The first call: may this rank read every other's memory? The lowest rank that may not decides for all.
@@ -120,7 +126,7 @@ Status reduce_slice(const Context& c, const Peers& peers, std::size_t offset, st
   const int p = c.size();
   const int r = c.rank();
   const std::size_t es = c.esize();
-  const std::size_t piece = std::min(count, std::max<std::size_t>(1, std::min(c.chunk_elems(), kPieceBytes / es)));
+  const std::size_t piece = std::min(count, std::max<std::size_t>(1, std::min(c.chunk_elems(), kCmaPieceBytes / es)));
   Scratch tmp = c.scratch(2 * piece);
   char* theirs = tmp.data();
   char* sum_buf = c.at(tmp.data(), piece);
@@ -201,7 +207,10 @@ Status finish(const Context& c, Status mine, uint32_t step) {
 }  // namespace
 
 bool cma_reduce(const Context& c, CmaUse& use, int root, uint32_t step) {
-  if (use == CmaUse::kNo) return false;
+  if (use == CmaUse::kNo) {
+    if (c.call != nullptr) check_calls_match(c, c.call);  // the fallback does not carry it
+    return false;
+  }
   Peers peers;
   if (!exchange(c, use, peers, step)) return false;
   const std::vector<pattern::Block> slices = pattern::even_blocks(c.work_count, c.size());

@@ -9,9 +9,12 @@
 // reads n, writes n (the pieces read from the others stay in cache): 2n, where shm_direct moves
 // 4n + (5P-1)/P·n (8.5n at P=2: the engine's copy, into the window, the reduction, back, out) and is capped at
 // 16 MiB, and ring moves its messages through the shm transport's single copies plus the reductions.
-// Cost: 2 rounds of P-1 small messages (3 on the group's first call) and 2n bytes of memory traffic, priced
-// 0.5·nγ (γ stands for the ~4 bytes of traffic a byte reduced costs: two read, one written, one allocated).
+// Cost: the call check's rounds (they carry the addresses), one round of P-1 small messages, 2(P-1) system
+// calls per 256 KiB piece of a slice, and 2n bytes of memory traffic, priced 0.5·nγ (γ stands for the ~4
+// bytes of traffic a byte reduced costs: two read, one written, one allocated).
 // Only for groups on one host and host memory.
+
+#include <cmath>
 
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/cma_slices.hpp"
@@ -52,7 +55,11 @@ void run_all_reduce_cma(Context& c) {
 }
 
 double cost_cma(const CostParams& p, double n, int size) {
-  return 2.0 * (1.0 + 0.25 * (size - 2)) * p.alpha + 0.5 * n * p.gamma;
+  // The check's rounds carry the addresses; then the finishing round of P-1 small messages, and per piece of
+  // a slice P-1 reads and P-1 writes, each a system call priced like half a message.
+  const double pieces = std::ceil(n / size / kCmaPieceBytes);
+  return call_check_cost(p, size) + (1.0 + 0.25 * (size - 2)) * p.alpha + pieces * (size - 1) * p.alpha +
+         0.5 * n * p.gamma;
 }
 
 namespace {
@@ -60,7 +67,8 @@ namespace {
 const Registration kRow{{Collective::kAllReduce, "cma",
                          "one node: each rank reduces its slice from the others' inputs and writes it into their "
                          "outputs, single copies with process_vm_readv/writev",
-                         supports_cma, run_all_reduce_cma, cost_cma, false, false, /*takes_input=*/true}};
+                         supports_cma, run_all_reduce_cma, cost_cma, /*fuses_check=*/true, false,
+                         /*takes_input=*/true}};
 }  // namespace
 
 }  // namespace dcomm::coll

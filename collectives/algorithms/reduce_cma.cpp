@@ -40,7 +40,8 @@ namespace {
 const Registration kRow{{Collective::kReduce, "cma",
                          "one node: each rank reduces its slice from the others' inputs and writes it into the "
                          "root's output, single copies with process_vm_readv/writev",
-                         supports_cma, run_reduce_cma, cost_cma, false, false, /*takes_input=*/true}};
+                         supports_cma, run_reduce_cma, cost_cma, /*fuses_check=*/true, false,
+                         /*takes_input=*/true}};
 }  // namespace
 
 }  // namespace dcomm::coll
