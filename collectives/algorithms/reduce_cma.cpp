@@ -7,7 +7,8 @@
 //      reads its input.
 // The engine does not copy the input first (takes_input). Memory traffic per rank: reads n, writes n/P; the
 // root's output is written once. binomial at P=2 moves 7n on the root (the engine's copy, the received copy,
-// the reduction's reads and write). Priced like all_reduce[cma] (the same rounds, no more traffic).
+// the reduction's reads and write), half of it through the transport's cross-memory attach. Priced like
+// all_reduce[cma] with (P-1)/P·n + n/P bytes through process_vm_readv/writev.
 // Only for groups on one host and host memory.
 
 #include "collectives/algorithms/algorithms.hpp"
@@ -35,12 +36,17 @@ void run_reduce_cma(Context& c) {
   if (c.size() > 1) binomial_reduce(c, c.work, c.work_count, c.args.root, kFallbackStep);
 }
 
+double cost_reduce_cma(const CostParams& p, double n, int size) {
+  // Reads the others' parts of its slice, writes its slice to the root (the root's own stays local).
+  return cost_cma(p, n, size, (fraction(size) + 1.0 / size) * n);
+}
+
 namespace {
 // This algorithm's row of the table (collectives/registry.hpp), registered before main().
 const Registration kRow{{Collective::kReduce, "cma",
                          "one node: each rank reduces its slice from the others' inputs and writes it into the "
                          "root's output, single copies with process_vm_readv/writev",
-                         supports_cma, run_reduce_cma, cost_cma, /*fuses_check=*/true, false,
+                         supports_cma, run_reduce_cma, cost_reduce_cma, /*fuses_check=*/true, false,
                          /*takes_input=*/true}};
 }  // namespace
 
