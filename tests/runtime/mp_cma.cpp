@@ -1,7 +1,8 @@
 // all_reduce[cma], reduce[cma] and all_reduce[shm_direct] in real processes (cross-memory attach only works
 // between processes as it does here). Two modes:
 //   mp_cma check: sizes at and around every threshold (the 256 KiB piece, slices of exactly one piece, odd
-//     counts, counts not divisible by the world size, shm_direct's 4 MiB rounds, 12 MiB), in place and not,
+//     counts, counts not divisible by the world size, shm_direct's 4 MiB rounds and past its old 16 MiB cap;
+//     MP_CMA_NO_ROUNDS set: up to the rounds only), in place and not,
 //     four dtype/op pairs (premul_sum: the engine's copy path), every root;
 //     each rank checks against the serial reference and the ranks compare digests. MP_CMA_DENY_RANK=r makes
 //     rank r refuse cross-memory attach (DCOMM_SHM_CMA=0 in its environment only): the group must agree and
@@ -44,7 +45,9 @@ std::vector<test::Case> threshold_cases(int size) {
   uint64_t salt = 7;
   const std::size_t round = (std::size_t{4} << 20) / 4;   // shm_direct's round (float32 elements)
   for (std::size_t count : {std::size_t{1}, std::size_t{5}, 3 * p + 1, piece - 1, piece, piece + 1, p * piece - 1,
-                            p * piece, p * piece + 1, round - 1, round, round + 1, 3 * round + 7}) {
+                            p * piece, p * piece + 1, round - 1, round, round + 1, 4 * round + 3}) {
+    // 4 rounds and a bit: just past the 16 MiB that shm_direct handled before it worked in rounds.
+    if (count >= round - 1 && std::getenv("MP_CMA_NO_ROUNDS") != nullptr) continue;
     for (auto& [t, red] : kinds) {
       // The large counts once each, float32, in place or not and sum or premul_sum in turn: CI time.
       const bool large = count > 4 * piece;
