@@ -17,7 +17,8 @@
 // Rounds keep the windows small enough to stay in the last-level cache while the others read them: past the
 // first, the memory traffic per rank is its input read once and its output written once (2n), against 8.5n at
 // P=2 when the whole call went through windows of its size (the engine's copy, in, the reduction, back, out), and
-// /dev/shm holds 2·kRoundBytes per rank whatever the call's size.
+// /dev/shm holds 2·kRoundBytes per rank whatever the call's size. From 8 MiB the output is written with
+// non-temporal stores, which saves reading each output line before writing it (n more bytes of traffic).
 // Cost: 2⌈log₂P⌉α per round + (1 + 2(P-1)/P)·nγ (memory copies priced like reduction; no link β): the setup is
 // paid once; plus the check's ⌈log₂P⌉(α + 100β), which it no longer sends but keeps in its price (see the cost
 // function). Only for groups on one host and host memory. When a rank cannot create its window (a small
@@ -36,6 +37,7 @@
 #include "collectives/dissemination.hpp"
 #include "collectives/primitives.hpp"
 #include "collectives/shm_segments.hpp"
+#include "collectives/stream_copy.hpp"
 #include "common/log.hpp"
 
 namespace dcomm::coll {
@@ -46,6 +48,9 @@ namespace {
 // cache (32 MiB on the machines measured) between being written and being read by the others.
 constexpr std::size_t kRoundBytes = std::size_t{4} << 20;
 constexpr std::size_t kMinCapacity = std::size_t{64} << 10;
+// Calls from this size write their output with non-temporal stores (a quarter of the last-level cache measured:
+// larger outputs would not be read back from it anyway).
+constexpr std::size_t kStreamBytes = std::size_t{8} << 20;
 // The piece a slice is reduced in: its running sum stays in a core's L2 until it is copied out.
 constexpr std::size_t kPieceBytes = std::size_t{256} << 10;
 
@@ -100,7 +105,7 @@ void ring_instead(Context& c) {
 // Step 2 of a round: slice `mine` (offsets within the round), reduced in rank order piece by piece into this
 // rank's window (where the others will copy it from) and copied on into the output while still in cache.
 void reduce_slice(const Context& c, const std::function<char*(int)>& window, const char* input, char* output,
-                  const pattern::Block& mine) {
+                  const pattern::Block& mine, bool stream) {
   const int p = c.size();
   const std::size_t piece = std::max<std::size_t>(1, std::min(c.chunk_elems(), kPieceBytes / c.esize()));
   for (std::size_t done = 0; done < mine.count; done += piece) {
@@ -110,7 +115,12 @@ void reduce_slice(const Context& c, const std::function<char*(int)>& window, con
     auto src = [&](int q) { return q == c.rank() ? c.at(input, at) : c.at(window(q), at); };
     c.copy(acc, src(0), len);
     for (int q = 1; q < p; ++q) c.reduce(acc, src(q), len);
-    c.copy(c.at(output, at), acc, len);  // after the reads: the output may be this rank's input (in place)
+    // After the reads: the output may be this rank's input (in place).
+    if (stream) {
+      stream_copy(c.at(output, at), acc, len * c.esize());
+    } else {
+      c.copy(c.at(output, at), acc, len);
+    }
   }
 }
 
@@ -140,6 +150,8 @@ void run_all_reduce_shm_direct(Context& c) {
   if (grows) w.unavailable = !grow(c, w, round_bytes, 0);
   if (w.unavailable) return ring_instead(c);
 
+  // An output larger than the cache is written around it: no read-for-ownership of its lines.
+  const bool stream = n * c.esize() >= kStreamBytes;
   for (std::size_t start = 0; start < n; start += round_elems) {
     const std::size_t len = std::min(round_elems, n - start);
     const bool first = start == 0;
@@ -161,13 +173,19 @@ void run_all_reduce_shm_direct(Context& c) {
       barrier(c, step);
     }
     ++w.calls;  // only a round that got past the check moves on to the other half
-    reduce_slice(c, window, input, output, mine);
+    reduce_slice(c, window, input, output, mine, stream);
     barrier(c, step + lg);
     for (int q = 0; q < p; ++q) {
       const pattern::Block& s = slices[static_cast<std::size_t>(q)];
-      if (q != c.rank()) c.copy(c.at(output, s.offset), c.at(window(q), s.offset), s.count);
+      if (q == c.rank()) continue;
+      if (stream) {
+        stream_copy(c.at(output, s.offset), c.at(window(q), s.offset), s.count * c.esize());
+      } else {
+        c.copy(c.at(output, s.offset), c.at(window(q), s.offset), s.count);
+      }
     }
   }
+  if (stream) stream_copy_fence();
 }
 
 double cost_all_reduce_shm_direct(const CostParams& p, double n, int size) {
