@@ -1,4 +1,4 @@
-// all_reduce[cma], reduce[cma] and all_reduce[shm_direct] in real processes (cross-memory attach only works
+// all_reduce and reduce [cma] and [shm_direct] in real processes (cross-memory attach only works
 // between processes as it does here). Two modes:
 //   mp_cma check: sizes at and around every threshold (the 256 KiB piece, slices of exactly one piece, odd
 //     counts, counts not divisible by the world size, shm_direct's 4 MiB rounds and past its old 16 MiB cap;
@@ -89,7 +89,8 @@ int check() {
   test::RankState s{*engine, view, rec};
   int ran = 0;
   for (auto [coll, name] : {std::pair{Collective::kAllReduce, "cma"}, std::pair{Collective::kReduce, "cma"},
-                             std::pair{Collective::kAllReduce, "shm_direct"}}) {
+                             std::pair{Collective::kAllReduce, "shm_direct"},
+                             std::pair{Collective::kReduce, "shm_direct"}}) {
     {
       const Algorithm* algo = find_algorithm(coll, name);
       if (algo == nullptr) {
