@@ -166,25 +166,43 @@ Status reduce_slice(const Context& c, const Peers& peers, std::size_t offset, st
   return {};
 }
 
-// Step 3: every rank's status to every other; a rank that failed sends and returns at once (its failure may be
-// a dead peer that will never answer).
-Status finish(const Context& c, Status mine, uint32_t step) {
+// Step 3: every rank's status to every other. Each rank hears every other out, even after a failure of its own,
+// so that none exits while another may still copy its memory, and blames the root cause: a failed copy from a
+// rank that reported a failure itself is a consequence (that rank left because of its own), so the failure to
+// report is one whose owner reported none; else the wait's own error (a dead peer, named by the mesh's failure
+// record); else this rank's.
+Status finish(const Context& c, const Status& mine, uint32_t step) {
   const std::vector<int> others = other_ranks(c);
   std::vector<transport::RequestPtr> sends;
   for (int q : others) sends.push_back(c.isend(q, step, &mine, sizeof(mine)));
-  if (!mine.ok()) {
-    c.wait_all(sends);
-    return mine;
-  }
   std::vector<Status> heard(others.size());
   std::vector<transport::RequestPtr> recvs;
   for (std::size_t i = 0; i < others.size(); ++i) recvs.push_back(c.irecv(others[i], step, &heard[i], sizeof(Status)));
-  c.wait_all(recvs);
-  c.wait_all(sends);
-  for (const Status& s : heard) {
-    if (!s.ok()) return s;
+  std::exception_ptr lost;  // the first wait that failed
+  for (auto& r : recvs) {
+    try {
+      c.wait(r);
+    } catch (const Error&) {
+      if (!lost) lost = std::current_exception();
+    }
   }
-  return {};
+  std::vector<Status> failures;
+  if (!mine.ok()) failures.push_back(mine);
+  for (const Status& s : heard) {
+    if (!s.ok()) failures.push_back(s);
+  }
+  for (const Status& f : failures) {
+    const bool owner_reported =
+        std::any_of(failures.begin(), failures.end(), [&](const Status& g) { return g.rank == f.owner; });
+    if (!owner_reported) return f;
+  }
+  if (lost) std::rethrow_exception(lost);
+  try {
+    c.wait_all(sends);
+  } catch (const Error&) {
+    if (mine.ok()) throw;
+  }
+  return failures.empty() ? Status{} : failures.front();
 }
 
 [[noreturn]] void fail(const Context& c, const Peers& peers, const Status& s) {
