@@ -68,6 +68,9 @@ class Context {
   char* work = nullptr;
   /// Elements in `work`.
   std::size_t work_count = 0;
+  /// This rank's input for a reducing collective: `work` (already holding it), or args.send's data for an
+  /// algorithm that takes its input itself (Algorithm::takes_input), whose `work` then starts undefined.
+  const char* input = nullptr;
   /// This algorithm's state on this group (empty until it stores some); null when the caller keeps none.
   std::unique_ptr<AlgorithmState>* state = nullptr;
   /// For an algorithm that carries out the call check itself (Algorithm::fuses_check): this rank's call, to check

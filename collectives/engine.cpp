@@ -113,8 +113,11 @@ class EngineImpl final : public Engine {
     const std::size_t n = a.send.count;
     c.work = held.data() != nullptr ? held.data() : static_cast<char*>(a.recv.data);
     c.work_count = n;
+    c.input = c.work;
     if (a.red.op == ReduceOp::kPreMulSum) {
       scale_into(c.work, a.send.data, n, c.dtype(), a.red.scale, c.device());
+    } else if (algo.takes_input && a.coll != Collective::kReduceScatter) {
+      c.input = static_cast<const char*>(a.send.data);  // the algorithm reads it where it is
     } else {
       c.copy(c.work, a.send.data, n);
     }

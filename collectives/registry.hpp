@@ -47,6 +47,9 @@ struct Algorithm {
   /// Whether only a name (set_algorithm, DCOMM_ALGO, dcomm-bench --algo) selects it: the cost model still prices
   /// it for explain(), but never picks it, because measurements did not show it winning anywhere.
   bool by_name_only = false;
+  /// all_reduce and reduce only: run() reads this rank's input from Context::input, which the engine points at
+  /// args.send instead of copying it into `work` first (one pass over memory less); premul_sum still copies.
+  bool takes_input = false;
 };
 
 /// Adds one algorithm's row to the table. Each algorithm file ends with one, after its functions:

@@ -39,4 +39,11 @@ double fraction(int size);
 /// The engine's separate call check, ⌈log₂P⌉ rounds of a ~100-byte descriptor; 0 when checks are off.
 double call_check_cost(const CostParams& p, int size);
 
+/// all_reduce[shm_direct] and reduce[shm_direct] (collectives/shm_rounds.hpp): one node, host memory.
+bool supports_shm_direct(const Args& args, const GroupView& view);
+/// all_reduce[cma] and reduce[cma] (collectives/cma_slices.hpp) share when they apply and their price, given the
+/// bytes a rank moves through process_vm_readv/writev.
+bool supports_cma(const Args& args, const GroupView& view);
+double cost_cma(const CostParams& p, double bytes, int size, double cma_bytes);
+
 }  // namespace dcomm::coll
