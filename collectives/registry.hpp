@@ -38,6 +38,10 @@ struct Algorithm {
   /// Whether only a name (set_algorithm, DCOMM_ALGO, dcomm-bench --algo) selects it: the cost model still prices
   /// it for explain(), but never picks it, because measurements did not show it winning anywhere.
   bool by_name_only = false;
+  /// Whether run() moves its data through the group's shared-memory slots (collectives/slots.hpp), with the call
+  /// check in the same exchange (it fuses the check). Where a group has slots, the check of every other
+  /// algorithm is a slot exchange too, so that any two ranks' calls meet in the same exchange.
+  bool uses_slots = false;
 };
 
 /// Adds one algorithm's row to the table. Each algorithm file ends with one, after its functions:
