@@ -26,6 +26,7 @@
 
 #include "collectives/call_check.hpp"
 #include "collectives/context.hpp"
+#include "collectives/registry.hpp"
 
 namespace dcomm::coll {
 
@@ -33,6 +34,11 @@ namespace dcomm::coll {
 inline constexpr std::size_t kSlotBytes = 4096;
 
 class ShmWindows;
+
+/// Whether <collective>[slot] (algorithms/slot.cpp) moves this call through the group's slots; where not, it runs
+/// the check and then slot_fallback().
+bool slots_take(const Args& args, const GroupView& view);
+const Algorithm& slot_fallback(Collective c);
 
 class SlotChannel {
  public:

@@ -6,12 +6,16 @@
 //   broadcast, scatter: the root publishes the data, the others their call only;
 //   all_gather, gather, all_to_all: every rank publishes its blocks and each rank copies the ones it needs;
 //   barrier: the exchange itself.
-// Only on groups of one node with slots, host memory, regular (not v) calls whose published data fits a slot
-// (kSlotBytes).
+// Slots take groups of one node (SlotChannel::create), host memory, regular (not v) calls whose published data fits
+// a slot (kSlotBytes). Named for another call, it runs the check and then its collective's fallback (slot_fallback),
+// and the cost model prices it so (cost_model.cpp).
 // Cost: α/4 (a cache line each way instead of a message; no matching) plus the bytes read from the others'
 // slots at β and those combined at γ.
 
+#include <fmt/format.h>
+
 #include <cstring>
+#include <dcomm/error.hpp>
 
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/slots.hpp"
@@ -41,10 +45,27 @@ std::size_t published_bytes(const Args& a, int size, int rank) {
   return 0;
 }
 
-bool supports_slot(const Args& a, const GroupView& view) {
+}  // namespace
+
+bool slots_take(const Args& a, const GroupView& view) {
   return view.slots != nullptr && !a.vector_variant && a.send.device.is_host() && a.recv.device.is_host() &&
          published_bytes(a, view.size, a.root) <= kSlotBytes && published_bytes(a, view.size, -1) <= kSlotBytes;
 }
+
+const Algorithm& slot_fallback(Collective c) {
+  static const Algorithm* const rows[] = {
+      find_algorithm(Collective::kAllReduce, "butterfly"), find_algorithm(Collective::kBroadcast, "binomial"),
+      find_algorithm(Collective::kReduce, "binomial"),     find_algorithm(Collective::kScatter, "binomial"),
+      find_algorithm(Collective::kGather, "binomial"),     find_algorithm(Collective::kAllGather, "ring"),
+      find_algorithm(Collective::kReduceScatter, "ring"),  find_algorithm(Collective::kAllToAll, "pairwise"),
+      find_algorithm(Collective::kBarrier, "dissemination")};
+  for (const Algorithm* a : rows) {
+    if (a != nullptr && a->collective == c) return *a;
+  }
+  throw Error(ErrorCode::kInternal, fmt::format("{}[slot]: no fallback algorithm is registered", to_string(c)));
+}
+
+namespace {
 
 // Combines the P inputs' elements [first, first + count) into `out`, rank 0's first.
 void combine(const Context& c, SlotChannel& s, std::size_t bytes, std::size_t first, std::size_t count, char* out) {
@@ -55,6 +76,11 @@ void combine(const Context& c, SlotChannel& s, std::size_t bytes, std::size_t fi
 
 void run_slot(Context& c) {
   const Args& a = c.args;
+  if (!slots_take(a, c.view)) {  // one rank, several nodes, device memory, or too large
+    if (c.call != nullptr) check_calls_match(c, c.call);
+    c.call = nullptr;
+    return slot_fallback(a.coll).run(c);
+  }
   SlotChannel& s = *c.view.slots;
   const int p = c.size();
   const int r = c.rank();
@@ -115,7 +141,7 @@ constexpr const char* kReduces =
     "one node: every rank reads all inputs from shared-memory slots, reduces in rank order";
 
 #define DCOMM_SLOT_ROW(coll, description, cost) \
-  Registration{{coll, "slot", description, supports_slot, run_slot, cost, true, false, true}}
+  Registration{{coll, "slot", description, supports_regular, run_slot, cost, true, false, true}}
 
 const Registration kRows[] = {
     DCOMM_SLOT_ROW(Collective::kAllReduce, kReduces, cost_slot_reducing),
