@@ -8,12 +8,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <vector>
 
 #include "collectives/cost_model.hpp"
 #include "collectives/dissemination.hpp"
 #include "collectives/reduce.hpp"
+#include "collectives/shm_segments.hpp"
 #include "common/env.hpp"
 
 namespace dcomm::coll {
@@ -78,7 +80,9 @@ CostParams fit_cost_model(const GroupView& view, std::size_t chunk_bytes, std::s
   Deadline deadline = Deadline::after(std::chrono::seconds(60));
   const std::string what = fmt::format("collectives engine probe rank {}/{}", view.rank, view.size);
   Context c(none, view, deadline, kProbeSeq, what, chunk_bytes);
-  if (auto file = env::get("DCOMM_TUNING_FILE"); file && !file->empty()) {
+  const auto file = env::get("DCOMM_TUNING_FILE");
+  const bool from_file = file && !file->empty();
+  if (from_file) {
     p = load_tuning_file(*file, p);
     *source = "tuning file " + *file;
   } else {
@@ -94,6 +98,28 @@ CostParams fit_cost_model(const GroupView& view, std::size_t chunk_bytes, std::s
     for (int i = 0; i < 3; ++i) m.v[i] = std::max(m.v[i], t.v[i]);
   });
   p.alpha = all.v[0], p.beta = all.v[1], p.gamma = all.v[2];
+  if (!from_file) p = stabilize(p, group_on_one_host(view), source);
+  return p;
+}
+
+CostParams stabilize(CostParams p, bool one_node, std::string* source) {
+  int snapped = 0;
+  auto stable = [&](double probed, double built_in) {
+    if (one_node && probed >= built_in / kStableBand && probed <= built_in * kStableBand) {
+      ++snapped;
+      return built_in;
+    }
+    return probed > 0 ? std::exp2(std::round(std::log2(probed))) : probed;
+  };
+  p.alpha = stable(p.alpha, kOneNodeAlpha);
+  p.beta = stable(p.beta, kOneNodeBeta);
+  p.gamma = stable(p.gamma, kOneNodeGamma);
+  if (source != nullptr) {
+    *source += snapped == 3   ? ", taken as the built-in one-node values"
+               : snapped == 0 ? ", rounded to powers of two"
+                              : ", the ones near the built-in one-node values taken as those, the others rounded to "
+                                "powers of two";
+  }
   return p;
 }
 

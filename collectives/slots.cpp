@@ -51,7 +51,24 @@ constexpr std::size_t kSlotStride = (kDataOffset + kSlotBytes + 63) / 64 * 64;
 // The segment's name carries a call number; the cost model's probe uses 0xFFFFF.
 constexpr uint64_t kSetupSeq = 0xFFFFE;
 
-SlotCall compact(const CallDescriptor& d) {
+// The algorithm's row + 1 (0: none). `cache` holds the last name looked up: a group's calls mostly repeat one.
+uint32_t algorithm_number(const CallDescriptor& d, CallDescriptor* cache, uint32_t* cached) {
+  if (cache->collective == d.collective && std::memcmp(cache->algorithm, d.algorithm, sizeof d.algorithm) == 0) {
+    return *cached;
+  }
+  uint32_t number = 0;
+  for (const Algorithm* a : algorithms_for(static_cast<Collective>(d.collective))) {
+    if (std::strncmp(a->name, d.algorithm, sizeof d.algorithm) == 0) {
+      number = static_cast<uint32_t>(algorithm_index(*a) + 1);
+      break;
+    }
+  }
+  *cache = d;
+  *cached = number;
+  return number;
+}
+
+SlotCall compact(const CallDescriptor& d, uint32_t algorithm) {
   SlotCall s;
   s.collective = d.collective;
   s.dtype = d.dtype;
@@ -59,12 +76,7 @@ SlotCall compact(const CallDescriptor& d) {
   s.vector_variant = d.vector_variant;
   s.root = d.root;
   s.count = d.count;
-  for (const Algorithm* a : algorithms_for(static_cast<Collective>(d.collective))) {
-    if (std::strncmp(a->name, d.algorithm, sizeof d.algorithm) == 0) {
-      s.algorithm = static_cast<uint32_t>(algorithm_index(*a) + 1);
-      break;
-    }
-  }
+  s.algorithm = algorithm;
   return s;
 }
 
@@ -160,7 +172,7 @@ void SlotChannel::exchange(const Context& c, const CallDescriptor* mine, std::st
   } else {
     h->state = mine != nullptr ? SlotState::kCall : SlotState::kNoCall;
   }
-  h->call = mine != nullptr ? compact(*mine) : SlotCall{};
+  h->call = mine != nullptr ? compact(*mine, algorithm_number(*mine, &cached_call_, &cached_algorithm_)) : SlotCall{};
   h->bytes = static_cast<uint32_t>(bytes);
   if (bytes != 0) std::memcpy(own + kDataOffset, data, bytes);
   h->flag.store(n, std::memory_order_release);

@@ -69,6 +69,8 @@ class SlotChannel {
   int rank_;
   int size_;
   uint64_t exchanges_ = 0;  ///< exchanges so far; the flag of exchange n is n
+  CallDescriptor cached_call_{};  ///< the last call whose algorithm was looked up, and its row + 1
+  uint32_t cached_algorithm_ = 0;
 };
 
 }  // namespace dcomm::coll
