@@ -74,6 +74,12 @@ class Context {
   /// with check_calls_match() before any other message. Null when the engine checked already or checks are off.
   const CallDescriptor* call = nullptr;
 
+  /// The same call on a part of the group (a node, the leaders, a rail: collectives/topology.hpp), so that the
+  /// building blocks run on it unchanged; its steps are numbered from `step_base` (on top of this context's), so
+  /// that its messages keep apart from the other phases' between the same two ranks. Keeps work and work_count;
+  /// no state and no call check. `sub` must outlive the context, and this rank must be in it.
+  Context on(const GroupView& sub, uint32_t step_base) const;
+
   int rank() const { return view.rank; }
   int size() const { return view.size; }
   DType dtype() const { return dtype_; }
@@ -111,6 +117,7 @@ class Context {
   DType dtype_;
   std::size_t esize_;
   Device device_;
+  uint32_t step_base_ = 0;
 };
 
 }  // namespace dcomm::coll

@@ -34,6 +34,7 @@ struct Args {
 };
 
 class SlotChannel;
+struct Hierarchy;
 
 /// A group as a view of the world's mesh: group rank i is world rank world_ranks[i].
 struct GroupView {
@@ -44,6 +45,8 @@ struct GroupView {
   uint32_t context = 0;  ///< the group's tag space (< 4096)
   /// The group's shared-memory slots (collectives/slots.hpp), set by Engine::create on groups of one node.
   std::shared_ptr<SlotChannel> slots;
+  /// Its nodes and the sub-views of them (collectives/topology.hpp); Engine::create builds it.
+  std::shared_ptr<const Hierarchy> hierarchy;
 };
 
 struct EngineOptions {

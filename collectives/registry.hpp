@@ -14,11 +14,20 @@ namespace dcomm::coll {
 
 /// The α–β–γ model's parameters (seconds per message, per byte moved, per byte reduced) and the pipelining
 /// chunk the algorithms cut messages into.
+/// α and β are the group's slowest link, the one the flat algorithms are priced with (on a group that spans nodes,
+/// the link between nodes); α_intra, β_intra are the link between two ranks of one node (shared memory), which the
+/// hierarchical algorithms price their node-local phases with. `nodes` and `local` describe the group being
+/// priced (its node count and the ranks on its fullest node; predict() fills them in).
 struct CostParams {
   double alpha = 5e-6;
   double beta = 1e-10;
   double gamma = 5e-11;
+  double alpha_intra = 5e-6;
+  double beta_intra = 1e-10;
   double chunk_bytes = 512.0 * 1024;
+  int nodes = 1;
+  int local = 1;
+  int min_local = 1;  ///< ranks on the emptiest node: a node with fewer serves several rails
   /// Whether the engine checks calls: algorithms that do not fuse the check pay its ⌈log₂P⌉ rounds on top.
   bool check_calls = false;
 };

@@ -28,6 +28,11 @@ bool supports_any(const Args& args, const GroupView& view);
 /// For algorithms without v-variant support (scatterv, gatherv, all_to_all_v).
 bool supports_regular(const Args& args, const GroupView& view);
 
+/// For the hierarchical algorithms (collectives/topology.hpp): regular calls on groups that span nodes.
+bool supports_hier(const Args& args, const GroupView& view);
+/// The representative of each node for a call rooted at `root`: the root on its node, the leader elsewhere.
+std::vector<int> node_representatives(const Hierarchy& h, int root);
+
 /// Shorthands for the cost formulas: ceil(log2 P) and the (P-1)/P fraction.
 double log2_rounds(int size);
 double fraction(int size);

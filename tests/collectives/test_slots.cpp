@@ -23,6 +23,14 @@ using namespace dcomm::coll;
 
 namespace {
 
+CostParams params(double alpha, double beta, double gamma) {
+  CostParams p;
+  p.alpha = p.alpha_intra = alpha;
+  p.beta = p.beta_intra = beta;
+  p.gamma = gamma;
+  return p;
+}
+
 Deadline soon() { return Deadline::after(std::chrono::seconds(60)); }
 
 // Rank r's input at index i: distinct per rank and index, exact in float32 sums.
@@ -190,28 +198,29 @@ TEST_CASE("stabilize: noisy probes give the same parameters and the same choices
   std::mt19937 rng(15);
   std::uniform_real_distribution<double> noise(-std::log2(kStableBand) * 0.99, std::log2(kStableBand) * 0.99);
   std::string source;
-  const CostParams want = stabilize(CostParams{kOneNodeAlpha, kOneNodeBeta, kOneNodeGamma}, true, &source);
+  const CostParams want = stabilize(params(kOneNodeAlpha, kOneNodeBeta, kOneNodeGamma), true, &source);
   CHECK(source.find("built-in") != std::string::npos);
   for (int i = 0; i < 200; ++i) {
-    CostParams probed{kOneNodeAlpha * std::exp2(noise(rng)), kOneNodeBeta * std::exp2(noise(rng)),
-                      kOneNodeGamma * std::exp2(noise(rng))};
+    CostParams probed = params(kOneNodeAlpha * std::exp2(noise(rng)), kOneNodeBeta * std::exp2(noise(rng)),
+                               kOneNodeGamma * std::exp2(noise(rng)));
     CostParams got = stabilize(probed, true, nullptr);
     REQUIRE(got.alpha == want.alpha);
     REQUIRE(got.beta == want.beta);
     REQUIRE(got.gamma == want.gamma);
+    REQUIRE(got.alpha_intra == want.alpha_intra);
   }
   // Off the band, or on several nodes: powers of two, so probes that differ a little still mostly agree.
-  CostParams far = stabilize(CostParams{3e-5, 1e-9, 1e-9}, true, nullptr);
+  CostParams far = stabilize(params(3e-5, 1e-9, 1e-9), true, nullptr);
   CHECK(far.alpha == std::exp2(std::round(std::log2(3e-5))));
-  CHECK(stabilize(CostParams{0.6e-6, 1e-10, 3e-11}, false, nullptr).alpha == std::exp2(-21.0));
+  CHECK(stabilize(params(0.6e-6, 1e-10, 3e-11), false, nullptr).alpha == std::exp2(-21.0));
   // The choice of every collective at every size (8 B .. 64 MiB) and group size follows from the parameters
   // alone: with the same parameters it cannot flip. Check that the probe's noise no longer reaches it.
   GroupView view;
   for (int size : {2, 3, 4}) {
     view.size = size;
     for (int i = 0; i < 20; ++i) {
-      CostParams a = stabilize({kOneNodeAlpha * std::exp2(noise(rng)), kOneNodeBeta * std::exp2(noise(rng)),
-                                kOneNodeGamma * std::exp2(noise(rng))},
+      CostParams a = stabilize(params(kOneNodeAlpha * std::exp2(noise(rng)), kOneNodeBeta * std::exp2(noise(rng)),
+                                      kOneNodeGamma * std::exp2(noise(rng))),
                                true, nullptr);
       for (Collective c : {Collective::kAllReduce, Collective::kBroadcast, Collective::kAllGather}) {
         for (std::size_t bytes = 8; bytes <= (std::size_t{64} << 20); bytes *= 4) {
