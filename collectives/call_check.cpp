@@ -8,6 +8,7 @@
 #include <dcomm/error.hpp>
 
 #include "collectives/patterns.hpp"
+#include "collectives/slots.hpp"
 
 namespace dcomm::coll {
 
@@ -113,6 +114,7 @@ std::string to_string(const CallDescriptor& d) {
 }
 
 void check_calls_match(const Context& c, const CallDescriptor* mine, CheckRider* rider, std::string_view invalid) {
+  if (c.view.slots != nullptr && rider == nullptr) return c.view.slots->exchange(c, mine, invalid, nullptr, 0);
   const int p = c.size();
   Summary s;
   s.low = c.rank();
@@ -155,20 +157,25 @@ void check_calls_match(const Context& c, const CallDescriptor* mine, CheckRider*
     if (rider != nullptr) rider->arrived(k, std::span<const char>(in + their_head, got - their_head));
   }
   if (mine == nullptr) return;
-  if (s.invalid >= 0) {
-    // A caller mistake on one rank: every rank fails this call alike, so no rank's next call pairs with it.
-    throw InvalidUsageError(fmt::format(
-        "{}: call #{} of this group is invalid on rank {}: {}; every rank of the group fails this call with this "
-        "error (no result was produced) and the group stays usable - fix the call on rank {}",
-        c.what, c.seq, s.invalid, std::string_view(s.reason, s.reason_bytes), s.invalid));
-  }
-  if (s.bad < 0) return;
+  if (s.invalid >= 0) throw_invalid_call(c, s.invalid, std::string_view(s.reason, s.reason_bytes));
+  if (s.bad >= 0) throw_mismatched_calls(c, s.bad, s.bad_call, s.low, s.low_call);
+}
+
+void throw_invalid_call(const Context& c, int rank, std::string_view reason) {
+  // A caller mistake on one rank: every rank fails this call alike, so no rank's next call pairs with it.
+  throw InvalidUsageError(fmt::format(
+      "{}: call #{} of this group is invalid on rank {}: {}; every rank of the group fails this call with this "
+      "error (no result was produced) and the group stays usable - fix the call on rank {}",
+      c.what, c.seq, rank, reason, rank));
+}
+
+void throw_mismatched_calls(const Context& c, int bad, const CallDescriptor& bad_call, int low,
+                            const CallDescriptor& low_call) {
   throw InvalidUsageError(fmt::format(
       "{}: mismatched collective calls (call #{} of this group): rank {} called {} but rank {} called {} ({}); "
       "every rank must issue the same collectives in the same order with the same dtype, count, op, root and "
       "algorithm",
-      c.what, c.seq, s.bad, to_string(s.bad_call), s.low, to_string(s.low_call),
-      first_difference(s.bad_call, s.low_call)));
+      c.what, c.seq, bad, to_string(bad_call), low, to_string(low_call), first_difference(bad_call, low_call)));
 }
 
 }  // namespace dcomm::coll

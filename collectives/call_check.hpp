@@ -60,7 +60,14 @@ inline constexpr std::size_t kMaxReasonBytes = 240;
 /// lowest such rank and its reason) or any rank's descriptor differs. `invalid` non-empty: why this rank's call
 /// cannot run (a caller mistake found locally, call_problem()); this rank then takes part only to tell the others,
 /// and must not pass a rider. `mine` null: checks are off and the rounds carry only the rider's data.
+/// With shared-memory slots on the group (slots.hpp) and no rider, the check is one slot exchange.
 void check_calls_match(const Context& c, const CallDescriptor* mine, CheckRider* rider = nullptr,
                        std::string_view invalid = {});
+
+/// The check's errors, which every rank throws alike once it knows every rank's call: rank `rank`'s call is
+/// invalid for `reason`; rank `bad`'s call differs from rank `low`'s.
+[[noreturn]] void throw_invalid_call(const Context& c, int rank, std::string_view reason);
+[[noreturn]] void throw_mismatched_calls(const Context& c, int bad, const CallDescriptor& bad_call, int low,
+                                         const CallDescriptor& low_call);
 
 }  // namespace dcomm::coll

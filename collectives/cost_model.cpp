@@ -1,5 +1,7 @@
 #include "collectives/cost_model.hpp"
 
+#include "collectives/slots.hpp"
+
 #include <fmt/format.h>
 
 #include <dcomm/error.hpp>
@@ -50,7 +52,14 @@ std::vector<Prediction> predict(const Args& args, const GroupView& view, const C
   double n = model_bytes(args, view.size);
   const double check = call_check_cost(params, view.size);  // paid by those that do not carry it themselves
   for (const Algorithm* a : algorithms_for(args.coll)) {
-    if (a->supports(args, view)) out.push_back({a, a->cost(params, n, view.size) + (a->fuses_check ? 0.0 : check)});
+    if (!a->supports(args, view)) continue;
+    if (a->uses_slots && !slots_take(args, view)) {
+      // What it runs instead (slots.hpp): the check, then its fallback.
+      const Algorithm& f = slot_fallback(args.coll);
+      out.push_back({a, f.cost(params, n, view.size) + check});
+      continue;
+    }
+    out.push_back({a, a->cost(params, n, view.size) + (a->fuses_check ? 0.0 : check)});
   }
   return out;
 }

@@ -36,10 +36,24 @@ CostParams load_tuning_file(const std::string& path, CostParams defaults);
 /// The same format, for dcomm-bench to write.
 std::string tuning_json(const CostParams& params);
 
+/// The built-in α, β, γ of one node over shared memory (measured on a quiet machine, docs/algorithms.md): a probe
+/// within kStableBand of them is taken to mean them.
+inline constexpr double kOneNodeAlpha = 0.5e-6;
+inline constexpr double kOneNodeBeta = 0.1e-9;
+inline constexpr double kOneNodeGamma = 0.035e-9;
+inline constexpr double kStableBand = 4.0;
+
+/// Makes probed parameters the same from run to run, so that the same call gets the same algorithm every time
+/// (a probe of a few ms varies by 2-6x on a busy machine, and choices near a crossover flipped with it): on one
+/// node each parameter within a factor kStableBand of the built-in value becomes that value; any other (or any on
+/// several nodes) is rounded to the nearest power of two. `source` gets a note of what was done.
+CostParams stabilize(CostParams probed, bool one_node, std::string* source);
+
 /// Collective over the group: measures α and β by a ring ping-pong of small and large messages and γ by a
 /// timed local reduction (or reads DCOMM_TUNING_FILE), then agrees on the maximum of each over all ranks so
-/// every rank selects alike. On a group that spans nodes a second ring within each node gives α_intra and
-/// β_intra; elsewhere they equal α and β. `source` says where the numbers came from.
+/// every rank selects alike, and stabilizes them (unless they come from a tuning file). On a group that spans nodes
+/// a second ring within each node gives α_intra and β_intra; elsewhere they equal α and β. `source` says where the
+/// numbers came from.
 CostParams fit_cost_model(const GroupView& view, std::size_t chunk_bytes, std::string* source);
 
 }  // namespace dcomm::coll

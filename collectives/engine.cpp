@@ -14,6 +14,7 @@
 #include "collectives/context.hpp"
 #include "collectives/reduce.hpp"
 #include "collectives/selector.hpp"
+#include "collectives/slots.hpp"
 #include "collectives/topology.hpp"
 #include "collectives/validate.hpp"
 #include "common/env.hpp"
@@ -73,7 +74,10 @@ class EngineImpl final : public Engine {
     const bool check = check_calls_ && view_.size > 1;
     CallDescriptor call;
     if (check) call = describe_call(args, algo->name);
-    if (check && (!algo->fuses_check || moves_nothing(args))) {
+    // On a group with slots only the slot algorithms carry the check themselves: the others' first exchanges go by
+    // messages, where a rank whose call differs would never meet them.
+    const bool fused = algo->fuses_check && (view_.slots == nullptr || algo->uses_slots);
+    if (check && (!fused || moves_nothing(args))) {
       check_calls_match(ctx, &call);
     } else if (check) {
       ctx.call = &call;  // the algorithm's first exchange carries the check
@@ -166,6 +170,18 @@ class EngineImpl final : public Engine {
   std::vector<PerAlgorithm> per_algorithm_{algorithm_table().size()};
 };
 
+// Collective: the group's shared-memory slots, or null (slots.hpp).
+std::shared_ptr<SlotChannel> make_slots(const GroupView& view, std::size_t chunk_bytes) {
+  if (view.size < 2) return nullptr;
+  Args none;
+  none.coll = Collective::kBarrier;
+  Deadline deadline = Deadline::after(std::chrono::seconds(60));
+  const std::string what = fmt::format("collectives engine slots rank {}/{}", view.rank, view.size);
+  // The probe's call number (probe.cpp) with steps above the probe's own.
+  Context c(none, view, deadline, 0xFFFFF, what, chunk_bytes);
+  return SlotChannel::create(c, 64);
+}
+
 }  // namespace
 
 std::unique_ptr<Engine> Engine::create(const GroupView& group, const EngineOptions& opts) {
@@ -191,8 +207,10 @@ std::unique_ptr<Engine> Engine::create(const GroupView& group, const EngineOptio
   std::string source;
   CostParams params = fit_cost_model(view, static_cast<std::size_t>(chunk), &source);
   params.check_calls = check;
-  return std::make_unique<EngineImpl>(view, static_cast<std::size_t>(chunk), check, params, std::move(source),
-                                      std::move(forced));
+  GroupView with_slots = view;
+  with_slots.slots = make_slots(view, static_cast<std::size_t>(chunk));
+  return std::make_unique<EngineImpl>(std::move(with_slots), static_cast<std::size_t>(chunk), check, params,
+                                      std::move(source), std::move(forced));
 }
 
 }  // namespace dcomm::coll

@@ -33,6 +33,7 @@ struct Args {
   std::atomic<const char*>* chosen_algorithm = nullptr;
 };
 
+class SlotChannel;
 struct Hierarchy;
 
 /// A group as a view of the world's mesh: group rank i is world rank world_ranks[i].
@@ -42,6 +43,8 @@ struct GroupView {
   int size = 1;
   std::vector<int> world_ranks;
   uint32_t context = 0;  ///< the group's tag space (< 4096)
+  /// The group's shared-memory slots (collectives/slots.hpp), set by Engine::create on groups of one node.
+  std::shared_ptr<SlotChannel> slots;
   /// Its nodes and the sub-views of them (collectives/topology.hpp); Engine::create builds it.
   std::shared_ptr<const Hierarchy> hierarchy;
 };

@@ -8,12 +8,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <vector>
 
 #include "collectives/cost_model.hpp"
 #include "collectives/dissemination.hpp"
 #include "collectives/reduce.hpp"
+#include "collectives/shm_segments.hpp"
 #include "collectives/topology.hpp"
 #include "common/env.hpp"
 
@@ -86,7 +88,9 @@ CostParams fit_cost_model(const GroupView& view, std::size_t chunk_bytes, std::s
   const Hierarchy* h = view.hierarchy.get();
   const bool two_classes = h != nullptr && h->topo.node_count() > 1 && h->topo.max_local > 1;
   double intra[2] = {0, 0};  // 0: not measured on this rank (a node of one)
-  if (auto file = env::get("DCOMM_TUNING_FILE"); file && !file->empty()) {
+  const auto file = env::get("DCOMM_TUNING_FILE");
+  const bool from_file = file && !file->empty();
+  if (from_file) {
     p = load_tuning_file(*file, p);
     intra[0] = p.alpha_intra, intra[1] = p.beta_intra;
     *source = "tuning file " + *file;
@@ -114,6 +118,34 @@ CostParams fit_cost_model(const GroupView& view, std::size_t chunk_bytes, std::s
   const bool measured = all.v[3] > 0;
   p.alpha_intra = measured ? all.v[3] : p.alpha;
   p.beta_intra = measured ? all.v[4] : p.beta;
+  if (!from_file) p = stabilize(p, group_on_one_host(view), source);
+  return p;
+}
+
+CostParams stabilize(CostParams p, bool one_node, std::string* source) {
+  int snapped = 0;
+  auto stable = [&](double probed, double built_in) {
+    if (one_node && probed >= built_in / kStableBand && probed <= built_in * kStableBand) {
+      ++snapped;
+      return built_in;
+    }
+    return probed > 0 ? std::exp2(std::round(std::log2(probed))) : probed;
+  };
+  p.alpha = stable(p.alpha, kOneNodeAlpha);
+  p.beta = stable(p.beta, kOneNodeBeta);
+  p.gamma = stable(p.gamma, kOneNodeGamma);
+  // Links within a node are one node's links wherever the group spans: always against the one-node values.
+  one_node = true;
+  const int before = snapped;
+  p.alpha_intra = stable(p.alpha_intra, kOneNodeAlpha);
+  p.beta_intra = stable(p.beta_intra, kOneNodeBeta);
+  snapped = before;
+  if (source != nullptr) {
+    *source += snapped == 3   ? ", taken as the built-in one-node values"
+               : snapped == 0 ? ", rounded to powers of two"
+                              : ", the ones near the built-in one-node values taken as those, the others rounded to "
+                                "powers of two";
+  }
   return p;
 }
 

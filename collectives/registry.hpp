@@ -50,6 +50,10 @@ struct Algorithm {
   /// all_reduce and reduce only: run() reads this rank's input from Context::input, which the engine points at
   /// args.send instead of copying it into `work` first (one pass over memory less); premul_sum still copies.
   bool takes_input = false;
+  /// Whether run() moves its data through the group's shared-memory slots (collectives/slots.hpp), with the call
+  /// check in the same exchange (it fuses the check). Where a group has slots, the check of every other
+  /// algorithm is a slot exchange too, so that any two ranks' calls meet in the same exchange.
+  bool uses_slots = false;
 };
 
 /// Adds one algorithm's row to the table. Each algorithm file ends with one, after its functions:

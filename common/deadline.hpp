@@ -40,16 +40,17 @@ std::string format_bytes(std::size_t bytes);
 /// The phases are timed, not counted, so a poll that costs more (a syscall) does not stretch the spin: a peer that
 /// answers within kSpinTime is seen at once; one that answers within kYieldTime costs a yield per poll (nothing,
 /// when the core is idle; the core for another rank, when oversubscribed); after that the waiter sleeps.
-/// The spin is short because a peer that has not answered within it is most likely waiting for this core: with
-/// two ranks sharing one core, every microsecond spun is a microsecond added to each message (50 µs of spin made
-/// a small all_reduce cost 108 µs there; 2 µs make it ~10 µs), while on an idle core a small message's answer
-/// comes within a microsecond.
-/// When this rank shares its cores with other ranks of its node (set_oversubscribed(), from init, which compares
-/// every local rank's published affinity: transports/placement.hpp), a peer that has not
-/// answered is waiting for a core for certain, so the spin is only kOversubscribedSpinPolls polls.
+/// How long to spin depends on whether the core is this rank's own (set_oversubscribed(), from init, which
+/// compares every local rank's published affinity: transports/placement.hpp):
+///   - shared with other ranks of the node: a peer that has not answered is waiting for a core for certain, so the
+///     spin is only kOversubscribedSpinPolls polls (50 µs of spin once made a small all_reduce cost 108 µs with two
+///     ranks on one core);
+///   - the rank's own: a small message's answer comes within a microsecond or two, and a yield is a system call
+///     (0.3 µs or more on a VM) that would add to the latency's tail, so the waiter spins for kSpinTime before it
+///     yields; the core has nothing else of this job's to run.
 class Backoff {
  public:
-  static constexpr std::chrono::microseconds kSpinTime{2};
+  static constexpr std::chrono::microseconds kSpinTime{20};
   static constexpr unsigned kOversubscribedSpinPolls = 4;
   static constexpr std::chrono::microseconds kYieldTime{2000};
   explicit Backoff(std::chrono::microseconds max_sleep = std::chrono::microseconds(1000)) : max_sleep_(max_sleep) {}

@@ -40,14 +40,14 @@ FlightRecorder::FlightRecorder(uint32_t context, std::vector<int> world_ranks)
 
 void FlightRecorder::begin(uint64_t seq, Collective coll, DType dtype, std::size_t count, int root) {
   algorithm_.store(nullptr, std::memory_order_relaxed);
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   Entry& e = ring_[recorded_ % ring_.size()];
   e = Entry{seq, coll, nullptr, dtype, count, root, State::kRunning, Clock::now(), {}};
   ++recorded_;
 }
 
 void FlightRecorder::end(bool ok) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   if (recorded_ == 0) return;
   Entry& e = ring_[(recorded_ - 1) % ring_.size()];
   e.algorithm = algorithm_.load(std::memory_order_relaxed);
@@ -56,7 +56,7 @@ void FlightRecorder::end(bool ok) {
 }
 
 FlightRecorder::Position FlightRecorder::position(Clock::time_point now) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   Position p;
   if (recorded_ == 0) return p;
   p.any = true;
@@ -67,12 +67,20 @@ FlightRecorder::Position FlightRecorder::position(Clock::time_point now) const {
 }
 
 nlohmann::json FlightRecorder::to_json(Clock::time_point now) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  // Copied under the lock, formatted after it: the rank's next call must not wait for the formatting.
+  std::vector<Entry> ring;
+  uint64_t recorded = 0;
+  const char* running_algorithm = algorithm_.load(std::memory_order_relaxed);
+  {
+    std::lock_guard<SpinLock> lock(mu_);
+    ring = ring_;
+    recorded = recorded_;
+  }
   nlohmann::json entries = nlohmann::json::array();
-  uint64_t first = recorded_ > ring_.size() ? recorded_ - ring_.size() : 0;
-  for (uint64_t i = first; i < recorded_; ++i) {
-    const Entry& e = ring_[i % ring_.size()];
-    const char* algo = e.state == State::kRunning ? algorithm_.load(std::memory_order_relaxed) : e.algorithm;
+  uint64_t first = recorded > ring.size() ? recorded - ring.size() : 0;
+  for (uint64_t i = first; i < recorded; ++i) {
+    const Entry& e = ring[i % ring.size()];
+    const char* algo = e.state == State::kRunning ? running_algorithm : e.algorithm;
     entries.push_back({{"seq", e.seq},
                        {"collective", to_string(e.coll)},
                        {"algorithm", algo != nullptr ? algo : ""},
@@ -83,8 +91,8 @@ nlohmann::json FlightRecorder::to_json(Clock::time_point now) const {
                        {"started_s_ago", seconds(now - e.start)},
                        {"duration_s", seconds((e.state == State::kRunning ? now : e.end) - e.start)}});
   }
-  bool in_call = recorded_ > 0 && ring_[(recorded_ - 1) % ring_.size()].state == State::kRunning;
-  double idle = recorded_ > 0 && !in_call ? seconds(now - ring_[(recorded_ - 1) % ring_.size()].end) : 0.0;
+  bool in_call = recorded > 0 && ring[(recorded - 1) % ring.size()].state == State::kRunning;
+  double idle = recorded > 0 && !in_call ? seconds(now - ring[(recorded - 1) % ring.size()].end) : 0.0;
   return {{"context", context_}, {"ranks", world_ranks_}, {"in_call", in_call}, {"idle_s", idle},
           {"entries", entries}};
 }

@@ -1,7 +1,7 @@
 #pragma once
 // The flight recorder: per group, the last N collectives this rank ran (sequence number, collective, algorithm,
-// dtype, count, root, state, start and end), always on. Recording costs two uncontended lock/unlock pairs and a
-// few stores per call; nothing is formatted until someone asks. A rank is asked (runtime/hang_report.hpp) when a
+// dtype, count, root, state, start and end), always on. Recording costs two uncontended spin-lock pairs, two
+// clock reads and a few stores per call; nothing is formatted until someone asks. A rank is asked (runtime/hang_report.hpp) when a
 // peer's collective times out, and dumps at exit when DCOMM_FLIGHT_RECORDER_DUMP names a file or "stderr".
 // The dump formats (text and JSON) are in docs/errors.md. Anchors: torch's flight recorder, NCCL's RAS.
 
@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -19,6 +20,21 @@
 #include "common/deadline.hpp"
 
 namespace dcomm::runtime {
+
+/// A lock for a few stores, taken on every collective call: one atomic exchange and one store uncontended (a
+/// std::mutex costs a lock and an unlock call each time). Readers (a hang report) hold it only to copy.
+class SpinLock {
+ public:
+  void lock() noexcept {
+    while (busy_.exchange(true, std::memory_order_acquire)) {
+      while (busy_.load(std::memory_order_relaxed)) std::this_thread::yield();
+    }
+  }
+  void unlock() noexcept { busy_.store(false, std::memory_order_release); }
+
+ private:
+  std::atomic<bool> busy_{false};
+};
 
 class FlightRecorder {
  public:
@@ -59,7 +75,7 @@ class FlightRecorder {
  private:
   uint32_t context_;
   std::vector<int> world_ranks_;
-  mutable std::mutex mu_;
+  mutable SpinLock mu_;
   std::vector<Entry> ring_;
   uint64_t recorded_ = 0;  ///< entries ever begun; the newest is ring_[(recorded_ - 1) % size]
   std::atomic<const char*> algorithm_{nullptr};

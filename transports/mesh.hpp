@@ -90,6 +90,13 @@ class Mesh {
   /// Waits for the request; throws its failure, TimeoutError at the deadline, RemoteError when its peer dies.
   /// `what` starts every error message: "allreduce[ring] rank 2/4".
   virtual void wait(Request& r, const Deadline& deadline, std::string_view what) = 0;
+  /// Waits until `ready(arg)` holds, for memory a peer writes directly (a shared-memory slot, collectives/slots.hpp):
+  /// polls it, drives the mesh's progress every few polls (so messages this rank still owes keep moving), checks
+  /// `peer`'s liveness every liveness_interval and fails like wait() - RemoteError naming the peer when it dies,
+  /// TimeoutError at the deadline - poisoning the mesh. `awaited(arg)` names what is waited for, for errors only
+  /// ("the shared-memory slot of rank 1 for call #42 of this group").
+  virtual void wait_until(bool (*ready)(const void* arg), std::string (*awaited)(const void* arg), const void* arg,
+                          int peer, const Deadline& deadline, std::string_view what) = 0;
   /// Withdraws a receive that has not been matched yet; returns false when it was already matched.
   virtual bool cancel(Request& r) = 0;
   /// Drives progress of every transport once.

@@ -35,6 +35,8 @@ class MeshImpl final : public Mesh, private ArrivalSink {
   RequestPtr irecv(int peer, uint64_t tag, void* data, std::size_t capacity, const Device& device) override;
   bool test(Request& r) override;
   void wait(Request& r, const Deadline& deadline, std::string_view what) override;
+  void wait_until(bool (*ready)(const void* arg), std::string (*awaited)(const void* arg), const void* arg, int peer,
+                  const Deadline& deadline, std::string_view what) override;
   bool cancel(Request& r) override;
   void progress() override;
 

@@ -113,3 +113,63 @@ void MeshImpl::wait(Request& r, const Deadline& deadline, std::string_view what)
 }
 
 }  // namespace dcomm::transport
+
+namespace dcomm::transport {
+
+void MeshImpl::wait_until(bool (*ready)(const void* arg), std::string (*awaited)(const void* arg), const void* arg,
+                          int peer, const Deadline& deadline, std::string_view what) {
+  if (ready(arg)) return;  // the common case: the peer was there first, and the wait costs one read
+  throw_if_poisoned();
+  // Stands for the awaited peer in the liveness check (blame_locked asks about r.peer).
+  Request probe;
+  probe.kind = Request::Kind::kRecv;
+  probe.peer = peer;
+  Backoff backoff;
+  Clock::time_point next_liveness{};
+  // The mesh is progressed every kProgressEvery polls only: the peer writes the awaited memory itself, and what
+  // the mesh carries meanwhile (an eager send of an earlier call still in a backlog) can wait a few polls.
+  constexpr unsigned kProgressEvery = 16;
+  constexpr unsigned kClockEvery = 64;
+  for (unsigned polls = 1;; ++polls) {
+    if (ready(arg)) return;
+    if (is_poisoned_.load(std::memory_order_acquire)) std::rethrow_exception(poisoned());
+    bool moved = false;
+    std::optional<Blame> dead;
+    if (polls % kProgressEvery == 0) {
+      std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+      if (lock.owns_lock()) {
+        moved = progress_locked();
+        if (polls % kClockEvery == 0) {
+          auto now = Clock::now();
+          if (next_liveness == Clock::time_point{}) {
+            next_liveness = now + options_.liveness_interval;
+          } else if (now >= next_liveness) {
+            dead = blame_locked(probe);
+            next_liveness = now + options_.liveness_interval;
+          }
+        }
+      }
+    }
+    if (ready(arg)) return;
+    if (dead) {
+      fail_wait(make_error(dead->code, fmt::format("{}: waiting for {} failed after {}: {}; check rank {}'s log", what,
+                                                   awaited(arg), format_duration(deadline.elapsed()), dead->text,
+                                                   dead->rank)));
+    }
+    if (polls % kClockEvery == 0 && deadline.expired()) {
+      fail_wait(make_error(
+          ErrorCode::kTimeout,
+          fmt::format("{}: {} not written after {} (timeout {}); rank {} (pid {} on {}) may be stuck, may not have "
+                      "made this call, or may have exited - check its log",
+                      what, awaited(arg), format_duration(deadline.elapsed()), format_duration(deadline.timeout()), peer,
+                      this->peer(peer).pid, this->peer(peer).hostname)));
+    }
+    if (moved) {
+      backoff.reset();
+    } else {
+      backoff.pause();
+    }
+  }
+}
+
+}  // namespace dcomm::transport

@@ -1,16 +1,18 @@
 // A rank dies (SIGKILL) in the middle of a stream of all_reduce calls. Every survivor must fail within a few
 // seconds with an error naming the dead rank, print it, and exit 3; dcomm-run must give them the time to.
-//   dcomm-run --nproc-per-node 3 -- mp_peer_death [transport note]
+//   dcomm-run --nproc-per-node 3 -- mp_peer_death [count]
+// count: floats per call (default 65536, by messages; 2 rides the shared-memory slots on one node).
 
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 #include <dcomm/dcomm.hpp>
 
-int main() {
+int main(int argc, char** argv) {
   auto pg = dcomm::init();
-  std::vector<float> x(1 << 16);
+  std::vector<float> x(argc > 1 ? std::strtoul(argv[1], nullptr, 10) : 1 << 16);
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(pg->rank() + 1) + static_cast<float>(i % 7);
   try {
     for (int i = 0; i < 1000000; ++i) {

@@ -5,9 +5,9 @@ import subprocess
 import sys
 import time
 
-run, prog = sys.argv[1], sys.argv[2]
+run, prog, extra = sys.argv[1], sys.argv[2], sys.argv[3:]
 t0 = time.monotonic()
-p = subprocess.run([run, "--standalone", "--nproc-per-node", "3", "--", prog],
+p = subprocess.run([run, "--standalone", "--nproc-per-node", "3", "--", prog] + extra,
                    capture_output=True, text=True, timeout=120)
 elapsed = time.monotonic() - t0
 out = p.stdout + p.stderr

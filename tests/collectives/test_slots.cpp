@@ -1,0 +1,233 @@
+// The shared-memory slots (collectives/slots.hpp) and the cost model's stable choices. Threads as ranks over
+// loopback and shm, world sizes that are not powers of two:
+//   - small calls choose <collective>[slot] on one node and match the serial reference;
+//   - a slot call and a message call (another count, another collective) meet in the same exchange: every rank
+//     raises the mismatch naming the odd rank, and the group stays in step;
+//   - a rank that never makes the call: the slot wait ends at the deadline naming that rank and the slot;
+//   - DCOMM_SLOTS=0 takes the message path and the choice back;
+//   - stabilize(): probes that differ by up to the band give the same parameters, hence the same choice.
+
+#include <fmt/format.h>
+
+#include <catch2/catch.hpp>
+#include <dcomm/error.hpp>
+#include <random>
+#include <thread>
+
+#include "collectives/cost_model.hpp"
+#include "collectives/slots.hpp"
+#include "tests/collectives/harness.hpp"
+
+using namespace dcomm;
+using namespace dcomm::coll;
+
+namespace {
+
+CostParams params(double alpha, double beta, double gamma) {
+  CostParams p;
+  p.alpha = p.alpha_intra = alpha;
+  p.beta = p.beta_intra = beta;
+  p.gamma = gamma;
+  return p;
+}
+
+Deadline soon() { return Deadline::after(std::chrono::seconds(60)); }
+
+// Rank r's input at index i: distinct per rank and index, exact in float32 sums.
+float input(int rank, std::size_t i) { return static_cast<float>(1 + rank * 100 + static_cast<int>(i % 97)); }
+
+std::string choice(const Engine& engine, Collective c, std::size_t bytes) {
+  std::string text = engine.explain(c, bytes);
+  auto at = text.rfind("choice: ");
+  return at == std::string::npos ? text : text.substr(at + 8, text.find(' ', at + 8) - at - 8);
+}
+
+// An all_reduce of `count` floats by the cost model's choice, checked against the serial sum.
+void check_sum(Engine& engine, const GroupView& view, std::size_t count, uint64_t seq, test::RankRecord& rec) {
+  std::vector<float> in(count), out(count, -1.0f);
+  for (std::size_t i = 0; i < count; ++i) in[i] = input(view.rank, i);
+  Args a;
+  a.coll = Collective::kAllReduce;
+  a.send = Buffer(in.data(), count);
+  a.recv = Buffer(out.data(), count);
+  engine.run(a, "", soon(), seq);
+  for (std::size_t i = 0; i < count; ++i) {
+    float want = 0;
+    for (int q = 0; q < view.size; ++q) want += input(q, i);
+    if (out[i] != want) {
+      rec.failures.push_back(fmt::format("count {} element {}: got {} want {}", count, i, out[i], want));
+      return;
+    }
+  }
+  rec.digests.push_back(test::digest(out.data(), count * sizeof(float)));
+}
+
+}  // namespace
+
+TEST_CASE("small calls take the slots on one node and match the serial reference", "[collectives][slots]") {
+  for (const char* transport : {"loopback", "shm"}) {
+    for (int size : {2, 3, 5}) {
+      auto records = test::run_group(
+          size,
+          [&](const GroupView& view, test::RankRecord& rec) {
+            auto engine = Engine::create(view);
+            for (Collective c : {Collective::kAllReduce, Collective::kBroadcast, Collective::kReduce,
+                                 Collective::kAllGather, Collective::kBarrier}) {
+              if (choice(*engine, c, 8 * static_cast<std::size_t>(size)) != "slot") {
+                rec.failures.push_back(std::string(to_string(c)) + " of 8 B per rank does not choose slot: " +
+                                       engine->explain(c, 8));
+              }
+            }
+            // Beyond a slot the choice is another algorithm.
+            if (choice(*engine, Collective::kAllReduce, 1 << 20) == "slot") {
+              rec.failures.push_back("a 1 MiB all_reduce chose slot");
+            }
+            uint64_t seq = 0;
+            for (std::size_t count : {1, 2, 7, 1000, 1024}) check_sum(*engine, view, count, seq++, rec);
+          },
+          transport);
+      auto failures = test::summarize(records);
+      INFO(transport << " P=" << size << ": " << (failures.empty() ? "" : failures.front()));
+      CHECK(failures.empty());
+    }
+  }
+}
+
+TEST_CASE("a slot call and a message call meet in one exchange: every rank raises, naming the odd rank",
+          "[collectives][slots]") {
+  static std::vector<float> big(1 << 18);
+  struct Odd {
+    const char* name;
+    std::function<void(Args&, std::string&)> change;
+    const char* expect;
+  };
+  std::vector<Odd> cases = {
+      {"a large count (ring by messages)",
+       [](Args& a, std::string&) { a.send = a.recv = Buffer(big.data(), big.size()); }, "count 262144 vs 2"},
+      {"a barrier", [](Args& a, std::string&) { a = Args{}, a.coll = Collective::kBarrier; },
+       "collective barrier vs all_reduce"},
+      {"another algorithm by name", [](Args&, std::string& algo) { algo = "bruck"; }, "algorithm bruck vs slot"},
+      {"an op", [](Args& a, std::string&) { a.red = ReduceOp::kMin; }, "op min vs sum"},
+  };
+  for (const char* transport : {"loopback", "shm"}) {
+    for (int size : {2, 3, 5}) {
+      for (const Odd& m : cases) {
+        auto records = test::run_group(
+            size,
+            [&](const GroupView& view, test::RankRecord& rec) {
+              auto engine = Engine::create(view);
+              std::vector<float> x(2, 1.0f), y(2);
+              Args a;
+              a.coll = Collective::kAllReduce;
+              a.send = Buffer(x.data(), 2);
+              a.recv = Buffer(y.data(), 2);
+              std::string algo;
+              const int odd = view.size - 1;
+              if (view.rank == odd) m.change(a, algo);
+              try {
+                engine->run(a, algo, soon(), 0);
+                rec.failures.push_back(std::string(m.name) + ": mismatch not detected");
+              } catch (const InvalidUsageError& e) {
+                std::string w = e.what();
+                if (w.find(fmt::format("rank {} called", odd)) == std::string::npos ||
+                    w.find(m.expect) == std::string::npos) {
+                  rec.failures.push_back(std::string(m.name) + ": unhelpful message: " + w);
+                }
+              }
+              check_sum(*engine, view, 3, 1, rec);  // the group is still in step
+              check_sum(*engine, view, 5000, 2, rec);
+            },
+            transport);
+        auto failures = test::summarize(records);
+        INFO(transport << " P=" << size << " " << m.name << ": " << (failures.empty() ? "" : failures.front()));
+        CHECK(failures.empty());
+      }
+    }
+  }
+}
+
+TEST_CASE("a rank that never makes the call: the slot wait ends at the deadline naming it", "[collectives][slots]") {
+  auto t0 = Clock::now();
+  std::atomic<int> finished{0};
+  auto records = test::run_group(3, [&](const GroupView& view, test::RankRecord& rec) {
+    auto engine = Engine::create(view);
+    if (view.rank == 2) {  // never calls, but stays alive (its transport open) until the others are done
+      while (finished.load() < 2 && Clock::now() - t0 < std::chrono::seconds(60)) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      return;
+    }
+    struct Done {
+      std::atomic<int>& n;
+      ~Done() { n.fetch_add(1); }
+    } done{finished};
+    std::vector<float> x(2, 1.0f), y(2);
+    Args a;
+    a.coll = Collective::kAllReduce;
+    a.send = Buffer(x.data(), 2);
+    a.recv = Buffer(y.data(), 2);
+    try {
+      engine->run(a, "slot", Deadline::after(std::chrono::milliseconds(1500)), 0);
+      rec.failures.push_back("the call returned although rank 2 never made it");
+    } catch (const TimeoutError& e) {
+      std::string w = e.what();
+      for (const char* want : {"shared-memory slot of rank 2 for call #0", "timeout 1.5 s", "rank 2 (pid"}) {
+        if (w.find(want) == std::string::npos) rec.failures.push_back(std::string("lacks '") + want + "': " + w);
+      }
+    }
+  });
+  auto failures = test::summarize(records);
+  INFO((failures.empty() ? "" : failures.front()));
+  CHECK(failures.empty());
+  CHECK(Clock::now() - t0 < std::chrono::seconds(30));
+}
+
+TEST_CASE("DCOMM_SLOTS=0 takes the messages and the previous choices", "[collectives][slots]") {
+  test::ScopedEnv off("DCOMM_SLOTS", "0");
+  auto records = test::run_group(3, [&](const GroupView& view, test::RankRecord& rec) {
+    auto engine = Engine::create(view);
+    if (choice(*engine, Collective::kAllReduce, 8) == "slot") rec.failures.push_back("chose slot without slots");
+    check_sum(*engine, view, 7, 0, rec);
+  });
+  auto failures = test::summarize(records);
+  INFO((failures.empty() ? "" : failures.front()));
+  CHECK(failures.empty());
+}
+
+TEST_CASE("stabilize: noisy probes give the same parameters and the same choices", "[collectives][cost]") {
+  std::mt19937 rng(15);
+  std::uniform_real_distribution<double> noise(-std::log2(kStableBand) * 0.99, std::log2(kStableBand) * 0.99);
+  std::string source;
+  const CostParams want = stabilize(params(kOneNodeAlpha, kOneNodeBeta, kOneNodeGamma), true, &source);
+  CHECK(source.find("built-in") != std::string::npos);
+  for (int i = 0; i < 200; ++i) {
+    CostParams probed = params(kOneNodeAlpha * std::exp2(noise(rng)), kOneNodeBeta * std::exp2(noise(rng)),
+                               kOneNodeGamma * std::exp2(noise(rng)));
+    CostParams got = stabilize(probed, true, nullptr);
+    REQUIRE(got.alpha == want.alpha);
+    REQUIRE(got.beta == want.beta);
+    REQUIRE(got.gamma == want.gamma);
+    REQUIRE(got.alpha_intra == want.alpha_intra);
+  }
+  // Off the band, or on several nodes: powers of two, so probes that differ a little still mostly agree.
+  CostParams far = stabilize(params(3e-5, 1e-9, 1e-9), true, nullptr);
+  CHECK(far.alpha == std::exp2(std::round(std::log2(3e-5))));
+  CHECK(stabilize(params(0.6e-6, 1e-10, 3e-11), false, nullptr).alpha == std::exp2(-21.0));
+  // The choice of every collective at every size (8 B .. 64 MiB) and group size follows from the parameters
+  // alone: with the same parameters it cannot flip. Check that the probe's noise no longer reaches it.
+  GroupView view;
+  for (int size : {2, 3, 4}) {
+    view.size = size;
+    for (int i = 0; i < 20; ++i) {
+      CostParams a = stabilize(params(kOneNodeAlpha * std::exp2(noise(rng)), kOneNodeBeta * std::exp2(noise(rng)),
+                                      kOneNodeGamma * std::exp2(noise(rng))),
+                               true, nullptr);
+      for (Collective c : {Collective::kAllReduce, Collective::kBroadcast, Collective::kAllGather}) {
+        for (std::size_t bytes = 8; bytes <= (std::size_t{64} << 20); bytes *= 4) {
+          Args args = sample_args(c, bytes, size);
+          REQUIRE(cheapest(args, view, a) == cheapest(args, view, want));
+        }
+      }
+    }
+  }
+}
