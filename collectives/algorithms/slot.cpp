@@ -141,7 +141,8 @@ constexpr const char* kReduces =
     "one node: every rank reads all inputs from shared-memory slots, reduces in rank order";
 
 #define DCOMM_SLOT_ROW(coll, description, cost) \
-  Registration{{coll, "slot", description, supports_regular, run_slot, cost, true, false, true}}
+  Registration{{coll, "slot", description, supports_regular, run_slot, cost, /*fuses_check=*/true,          \
+                /*by_name_only=*/false, /*takes_input=*/false, /*uses_slots=*/true}}
 
 const Registration kRows[] = {
     DCOMM_SLOT_ROW(Collective::kAllReduce, kReduces, cost_slot_reducing),
