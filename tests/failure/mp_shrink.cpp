@@ -4,7 +4,7 @@
 //   env: ITERS (calls in the loop), PLAN: victims as "launch:iter[:mode]" separated by ',', mode one of
 //        kill (SIGKILL itself before call iter), shrink (SIGKILL itself while in shrink(), a moment after it
 //        started; it must first see a failure), stop (SIGSTOP itself before call iter; a child sends SIGCONT after
-//        STOP_S seconds); JOIN_S: shrink's join window.
+//        STOP_S seconds); JOIN_S: shrink's join window; SHRINK_TIMEOUT_S: its bound.
 //   prints: "KILLED rank L at T", "SHRUNK rank L at T failed [a,b] size S rounds N" (T: seconds since the epoch,
 //   after the first correct call on the new group), "EXCLUDED rank L: msg", "WRONG rank L ...", "DONE rank L
 //   size S members [..] iters N".
@@ -140,10 +140,10 @@ int main() {
       }
       dcomm::ShrinkResult res;
       try {
-        res = group->shrink({.join_window = join_window});
+        res = group->shrink({.timeout = std::chrono::seconds(env_long("SHRINK_TIMEOUT_S", 60)), .join_window = join_window});
       } catch (const dcomm::ExcludedError& x) {
         out("EXCLUDED rank " + std::to_string(me) + ": " + x.what());
-        return 0;
+        return 4;  // left the job: dcomm-run --keep-going lists it as lost
       }
       std::vector<int> next;
       for (int s : res.survivors) next.push_back(members[static_cast<std::size_t>(s)]);

@@ -39,7 +39,10 @@ def run_case(case, seed):
         "stop": [(victims[0], at, "stop")],
     }[mode]
     env = dict(os.environ, DCOMM_TRANSPORT=transport, UCX_TLS="tcp,self", ITERS=str(ITERS),
-               PLAN=",".join(f"{l}:{i}:{m}" for l, i, m in plan), JOIN_S="4", STOP_S="12", DCOMM_TIMEOUT_S="60")
+               PLAN=",".join(f"{l}:{i}:{m}" for l, i, m in plan), JOIN_S="4", STOP_S="14",
+               # A stopped rank is found by the survivors' timeout; a dead one at once, so the kill cases keep a
+               # long timeout (nothing may time out there).
+               DCOMM_TIMEOUT_S="4" if mode == "stop" else "60", SHRINK_TIMEOUT_S="60")
     args = [DCOMM_RUN, "--standalone", "--nproc-per-node", str(n), "--keep-going", "--grace-period", "3", "--", PROG]
     t0 = time.monotonic()
     try:
