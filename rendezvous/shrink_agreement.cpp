@@ -49,7 +49,10 @@ std::vector<int> agree_members(const ShrinkAgreement& a, int round, const std::v
   Store& s = *a.store;
   const std::string decision_key = key(round, "decision");
   // A decision already made (this rank is late): read it, never add to it.
-  if (!s.check({decision_key})) s.set(key(round, "joined", a.self), "1");
+  if (!s.check({decision_key})) {
+    s.set(key(round, "joined", a.self), "1");
+    if (a.on_joined) a.on_joined();
+  }
   std::string decision;
   for (;;) {
     if (s.check({decision_key})) {

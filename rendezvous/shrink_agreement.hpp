@@ -24,6 +24,7 @@
 namespace dcomm::rdzv {
 
 struct ShrinkAgreement {
+  std::function<void()> on_joined;       ///< called once this rank has announced itself (a test's fault point)
   Store* store = nullptr;                ///< prefixed for this shrink epoch
   int self = -1;                         ///< this rank in the group being shrunk
   int size = 0;                          ///< the group's size

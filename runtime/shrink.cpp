@@ -9,6 +9,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <signal.h>
+
 #include <algorithm>
 #include <map>
 #include <numeric>
@@ -16,6 +18,7 @@
 
 #include <dcomm/error.hpp>
 
+#include "common/env.hpp"
 #include "common/log.hpp"
 #include "common/process.hpp"
 #include "rendezvous/failure_record.hpp"
@@ -33,6 +36,17 @@ ShrinkResult ProcessGroup::shrink(const ShrinkOptions&) {
 
 namespace dcomm::runtime {
 namespace {
+
+/// DCOMM_SHRINK_FAULT=joined|decided|built: this process SIGKILLs itself at that point of the shrink (after it
+/// announced itself; after the members were agreed; after it built the new group, before it is ready). For the
+/// tests of a failure during the shrink itself (tests/failure/shrink_matrix.py), which must hit each phase for sure.
+void fault_point(const char* phase) {
+  static const std::string fault = env::get("DCOMM_SHRINK_FAULT").value_or("");
+  if (fault == phase) {
+    DCOMM_WARN("DCOMM_SHRINK_FAULT={}: killing this process", phase);
+    ::raise(SIGKILL);
+  }
+}
 
 constexpr auto kDefaultJoinWindow = std::chrono::seconds(30);
 constexpr auto kDeadCheckInterval = std::chrono::milliseconds(50);
@@ -173,11 +187,13 @@ ShrinkResult ProcessGroupImpl::shrink(const ShrinkOptions& opts) {
   a.deadline = Deadline::after(timeout);
   a.join_deadline = Deadline::after(window);
   a.what = what;
+  a.on_joined = [] { fault_point("joined"); };
 
   std::vector<int> candidates(static_cast<std::size_t>(view_.size));
   std::iota(candidates.begin(), candidates.end(), 0);
   for (int round = 0;; ++round) {
     std::vector<int> members = rdzv::agree_members(a, round, candidates);
+    fault_point("decided");
     candidates = members;
     auto world = std::make_shared<World>();
     world->identity = shrunk_identity(*world_, members);
@@ -214,6 +230,7 @@ ShrinkResult ProcessGroupImpl::shrink(const ShrinkOptions& opts) {
       failure = e.what();
       DCOMM_INFO("{}: round {} failed to build the new group: {}", what, round, failure);
     }
+    if (group) fault_point("built");
     if (!rdzv::agree_outcome(a, round, members, group != nullptr)) {
       if (a.deadline.expired()) {
         throw TimeoutError(fmt::format("{}: no round committed within {} ({} rounds; last: {})", what,

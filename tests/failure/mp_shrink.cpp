@@ -2,8 +2,8 @@
 // serial reference over the current members; on a failure it shrinks, agrees with the survivors on where to go on
 // (the furthest call any survivor finished), and continues. shrink_matrix.py kills ranks and checks what they print.
 //   env: ITERS (calls in the loop), PLAN: victims as "launch:iter[:mode]" separated by ',', mode one of
-//        kill (SIGKILL itself before call iter), shrink (SIGKILL itself while in shrink(), a moment after it
-//        started; it must first see a failure), stop (SIGSTOP itself before call iter; a child sends SIGCONT after
+//        kill (SIGKILL itself before call iter), shrink (SIGKILL itself inside shrink(), at the phase
+//        SHRINK_FAULT_PHASE names: joined, decided or built; it must first see a failure), stop (SIGSTOP itself before call iter; a child sends SIGCONT after
 //        STOP_S seconds); JOIN_S: shrink's join window; SHRINK_TIMEOUT_S: its bound.
 //   prints: "KILLED rank L at T", "SHRUNK rank L at T failed [a,b] size S rounds N" (T: seconds since the epoch,
 //   after the first correct call on the new group), "EXCLUDED rank L: msg", "WRONG rank L ...", "DONE rank L
@@ -130,14 +130,8 @@ int main() {
       }
       ++iter;
     } catch (const dcomm::Error& e) {
-      if (die_in_shrink) {
-        // Dies a moment into the shrink: while the others agree, or build the new mesh.
-        std::thread([] {
-          std::this_thread::sleep_for(std::chrono::milliseconds(50 + (::getpid() % 7) * 40));
-          out("KILLED rank (in shrink) at " + std::to_string(now_s()));
-          ::raise(SIGKILL);
-        }).detach();
-      }
+      // Dies inside the shrink, at the phase DCOMM_SHRINK_FAULT names (runtime/shrink.cpp).
+      if (die_in_shrink) ::setenv("DCOMM_SHRINK_FAULT", std::getenv("SHRINK_FAULT_PHASE"), 1);
       dcomm::ShrinkResult res;
       try {
         res = group->shrink({.timeout = std::chrono::seconds(env_long("SHRINK_TIMEOUT_S", 60)), .join_window = join_window});

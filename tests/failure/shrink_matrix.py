@@ -7,7 +7,8 @@ usage: shrink_matrix.py DCOMM_RUN MP_SHRINK CASE [SEED]
     kill1     one rank killed at a random call
     kill2     two ranks killed at the same call
     kill2seq  two ranks killed one after another (the second in the shrunk group)
-    inshrink  one rank killed, and a second dies while the survivors shrink
+    inshrink  one rank killed, and a second dies inside its shrink (after joining, after the decision, or after
+              building the new group: DCOMM_SHRINK_FAULT)
     stop      one rank stopped (SIGSTOP) past the join window, then resumed: it must be told it was excluded
   shrink_matrix.py DCOMM_RUN MP_SHRINK matrix RUNS   (scripts/shrink-matrix.sh: random cases, timing summary)
 Checks: every survivor finishes (DONE), all with the same members and the same failed set (the victims), no WRONG
@@ -42,7 +43,8 @@ def run_case(case, seed):
                PLAN=",".join(f"{l}:{i}:{m}" for l, i, m in plan), JOIN_S="4", STOP_S="14",
                # A stopped rank is found by the survivors' timeout; a dead one at once, so the kill cases keep a
                # long timeout (nothing may time out there).
-               DCOMM_TIMEOUT_S="4" if mode == "stop" else "60", SHRINK_TIMEOUT_S="60")
+               DCOMM_TIMEOUT_S="4" if mode == "stop" else "60", SHRINK_TIMEOUT_S="60",
+               SHRINK_FAULT_PHASE=rng.choice(["joined", "decided", "built"]))
     args = [DCOMM_RUN, "--standalone", "--nproc-per-node", str(n), "--keep-going", "--grace-period", "3", "--", PROG]
     t0 = time.monotonic()
     try:
@@ -77,7 +79,7 @@ def run_case(case, seed):
     if mode == "kill1" and kills and shrunk:
         timing = max(shrunk) - min(kills)
     if errors:
-        errors = [f"{case} seed {seed} plan {env['PLAN']} ({took:.1f} s): {e}" for e in errors]
+        errors = [f"{case} seed {seed} plan {env['PLAN']} phase {env['SHRINK_FAULT_PHASE']} ({took:.1f} s): {e}" for e in errors]
     return errors, timing, out
 
 
