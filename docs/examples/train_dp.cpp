@@ -115,9 +115,11 @@ int train(std::shared_ptr<dcomm::ProcessGroup> owned, const TrainOptions& o) {
   if (o.benchmark) return run_benchmark(group, trainer, o);
 
   const int fault_rank = o.fault_rank >= 0 ? o.fault_rank : group.size() - 1;
+  int shrinks = 0;
   while (trainer.steps_done() < o.steps) {
     const int64_t next = trainer.steps_done() + 1;
-    if (next == o.kill_at_step && current->rank() == fault_rank && restart_count() == 0) {
+    // The first round's, first group's --fault-rank only: after a restart or a shrink the step comes again.
+    if (next == o.kill_at_step && shrinks == 0 && current->rank() == fault_rank && restart_count() == 0) {
       std::printf("rank %d: killing myself at step %lld (--kill-at-step)\n", current->rank(),
                   static_cast<long long>(next));
       std::fflush(stdout);
@@ -134,6 +136,7 @@ int train(std::shared_ptr<dcomm::ProcessGroup> owned, const TrainOptions& o) {
       owned = shrink_and_realign(*current, trainer, next - 1, e);
       current = owned.get();
       leader = current->rank() == 0;
+      ++shrinks;
       continue;
     }
     if (leader && (next == 1 || next % o.log_every == 0 || next == o.steps)) {
