@@ -11,6 +11,7 @@ usage: shrink_matrix.py DCOMM_RUN MP_SHRINK CASE [SEED]
               building the new group: DCOMM_SHRINK_FAULT)
     stop      one rank stopped (SIGSTOP) past the join window, then resumed: it must be told it was excluded
   shrink_matrix.py DCOMM_RUN MP_SHRINK matrix RUNS   (scripts/shrink-matrix.sh: random cases, timing summary)
+  shrink_matrix.py DCOMM_RUN MP_SHRINK timing RUNS   (scripts/shrink-matrix.sh timing: kill1 at 4 and 7 ranks)
 Checks: every survivor finishes (DONE), all with the same members and the same failed set (the victims), no WRONG
 result, a stopped rank prints EXCLUDED, dcomm-run exits 0 and reports the shrink, all within a bound.
 Prints "TIMING n N kill_to_shrunk_s X" (from the kill to the last survivor's first correct call on the new group).
@@ -86,6 +87,27 @@ def run_case(case, seed):
 def main():
     global DCOMM_RUN, PROG
     DCOMM_RUN, PROG, case = sys.argv[1:4]
+    if case == "timing":
+        # kill1 only, at 4 and 7 ranks: the kill-to-shrunk-group times (correctness is checked as in every case).
+        runs = int(sys.argv[4]) if len(sys.argv) > 4 else 10
+        transports = ["shm"] + (["ucx"] if os.environ.get("WITH_UCX", "1") == "1" else [])
+        failures = 0
+        for t in transports:
+            for n in (4, 7):
+                ts = []
+                for _ in range(runs):
+                    errs, timing, _ = run_case(f"kill1_{t}_{n}", random.randrange(1 << 30))
+                    failures += bool(errs)
+                    for e in errs:
+                        print("  " + e)
+                    if timing is not None:
+                        ts.append(timing)
+                ts.sort()
+                if ts:
+                    print(f"TIMING {t} n {n}: kill to shrunk group over {len(ts)} runs: median {ts[len(ts) // 2]:.2f} s, "
+                          f"worst {ts[-1]:.2f} s", flush=True)
+        print(f"{failures} failed")
+        return 1 if failures else 0
     if case == "matrix":
         runs = int(sys.argv[4]) if len(sys.argv) > 4 else 20
         transports = ["shm"] + (["ucx"] if os.environ.get("WITH_UCX", "1") == "1" else [])
