@@ -2,12 +2,14 @@
 
 #include <catch2/catch.hpp>
 
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "dcomm_config.h"
 #include "tools/bench/args.hpp"
+#include "tools/bench/plan.hpp"
 
 using namespace dcomm;
 using namespace dcomm::bench;
@@ -114,4 +116,36 @@ TEST_CASE("bad arguments get one line and exit 2", "[bench][args]") {
 TEST_CASE("with -d all or -o all, unfit pairs are left to the plan instead of refused", "[bench][args]") {
   CHECK(parse({"all_reduce", "-d", "all", "-o", "band"}).code == -1);
   CHECK(parse({"all_reduce", "-d", "float32", "-o", "all"}).code == -1);
+}
+
+TEST_CASE("--algo takes a comma-separated list; a name no collective knows is refused", "[bench][args]") {
+  require_usage_error({"all_reduce", "--algo", "ring,"}, "separated by commas");
+  require_usage_error({"all_reduce", "--algo", ",auto"}, "separated by commas");
+  CHECK(split_algos("ring,auto,hier") == std::vector<std::string>{"ring", "auto", "hier"});
+  // all_reduce knows ring and tree, broadcast knows tree and scatter_allgather.
+  auto registry = [](Collective c) {
+    return std::optional<std::vector<std::string>>(
+        c == Collective::kAllReduce ? std::vector<std::string>{"ring", "tree"}
+                                    : std::vector<std::string>{"tree", "scatter_allgather"});
+  };
+  Options o = parse({"all_reduce", "--algo", "ring,auto,ring"}).opts;
+  std::vector<Group> g = plan(o, 4, registry);
+  REQUIRE(g.size() == 1);
+  CHECK(g[0].algos == std::vector<std::string>{"ring", ""});  // in the order given, once each; "" is auto
+  o = parse({"all_reduce", "--algo", "tree,all"}).opts;
+  CHECK(plan(o, 4, registry)[0].algos == std::vector<std::string>{"tree", "ring"});
+  // A list may name algorithms of different collectives: each collective runs the ones it has.
+  o.colls = {Coll::kAllReduce, Coll::kBroadcast};
+  o.algo = "ring,scatter_allgather";
+  g = plan(o, 4, registry);
+  REQUIRE(g.size() == 2);
+  CHECK(g[0].algos == std::vector<std::string>{"ring"});
+  CHECK(g[1].algos == std::vector<std::string>{"scatter_allgather"});
+  // A typo in a list is an error, even when the other names run.
+  o.algo = "ring,rign";
+  CHECK_THROWS_WITH(plan(o, 4, registry), Catch::Contains("unknown algorithm 'rign'"));
+  // A name not yet registered (a newer algorithm) is refused the same way.
+  o.colls = {Coll::kAllReduce};
+  o.algo = "hier,ring";
+  CHECK_THROWS_WITH(plan(o, 4, registry), Catch::Contains("unknown algorithm 'hier' for all_reduce"));
 }

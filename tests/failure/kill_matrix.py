@@ -83,16 +83,8 @@ def check_kill(transport, n, victim, after):
         if "DONE rank" in r.stdout or r.returncode == 0:
             problems.append("the victim was never killed")
         return problems, slowest
-    killed_at = float(m.group(1))
-    for s, (at, _, code, text) in survivor_reports(r, n, victim, problems,
-                                                   lambda s: f" (DONE: {f'DONE rank {s}' in r.stdout})"):
-        slowest = max(slowest, at - killed_at)
-        if at - killed_at > DETECT_S:
-            problems.append(f"rank {s} failed {at - killed_at:.2f} s after the kill (> {DETECT_S} s)")
-        if not re.search(rf"rank\(?s?\)? {victim}\b", text):
-            problems.append(f"rank {s} does not name rank {victim}: {text}")
-        elif blamed_survivors(text, victim, n):
-            problems.append(f"rank {s} blames survivor(s) {blamed_survivors(text, victim, n)}: {text}")
+    slowest = check_kill_survivors(r.stdout, n, victim, float(m.group(1)), problems,
+                                   lambda s: f" (DONE: {f'DONE rank {s}' in r.stdout})")
     if "WRONG" in r.stdout:
         problems.append("a rank returned a wrong result")
     if not re.search(rf"dcomm-run:   \[1\] rank {victim} \(", r.stderr):
@@ -108,9 +100,24 @@ def check_kill(transport, n, victim, after):
     return problems, slowest
 
 
-def survivor_reports(r, n, victim, problems, note=lambda s: ""):
+def check_kill_survivors(stdout, n, victim, killed_at, problems, note=lambda s: ""):
+    """Every rank but the victim failed within DETECT_S of the kill, named the victim and blamed no survivor (a
+    problem for each that did not); returns the slowest detection in s. tests/failure/cross_node.py uses it too."""
+    slowest = 0.0
+    for s, (at, _, code, text) in survivor_reports(stdout, n, victim, problems, note):
+        slowest = max(slowest, at - killed_at)
+        if at - killed_at > DETECT_S:
+            problems.append(f"rank {s} failed {at - killed_at:.2f} s after the kill (> {DETECT_S} s)")
+        if not re.search(rf"rank\(?s?\)? {victim}\b", text):
+            problems.append(f"rank {s} does not name rank {victim}: {text}")
+        elif blamed_survivors(text, victim, n):
+            problems.append(f"rank {s} blames survivor(s) {blamed_survivors(text, victim, n)}: {text}")
+    return slowest
+
+
+def survivor_reports(stdout, n, victim, problems, note=lambda s: ""):
     """(rank, report) for every rank but the victim that reported an error; a problem for each that did not."""
-    found = survivors_of(r.stdout)
+    found = survivors_of(stdout)
     for s in range(n):
         if s == victim:
             continue
@@ -124,7 +131,7 @@ def check_stop(transport, n, victim):
     r, _ = launch(transport, n, victim, 1.5, signal="STOP", timeout_s=STOP_TIMEOUT_S)
     out = r.stdout + r.stderr
     problems = []
-    for s, (_, call_s, code, text) in survivor_reports(r, n, victim, problems):
+    for s, (_, call_s, code, text) in survivor_reports(r.stdout, n, victim, problems):
         if not (STOP_TIMEOUT_S * 0.95 <= call_s <= STOP_TIMEOUT_S * 1.05):
             problems.append(f"rank {s} failed after {call_s:.2f} s in the call, not within 5% of {STOP_TIMEOUT_S} s")
         if not re.search(rf"rank {victim}\b", text) or blamed_survivors(text, victim, n):
@@ -145,7 +152,7 @@ def check_sleep(transport, n, victim):
                   extra_env={"DCOMM_FLIGHT_RECORDER_DUMP": "stderr"})
     out = r.stdout + r.stderr
     problems = []
-    for s, (_, call_s, code, text) in survivor_reports(r, n, victim, problems):
+    for s, (_, call_s, code, text) in survivor_reports(r.stdout, n, victim, problems):
         if code != "Timeout" or not (timeout_s * 0.95 <= call_s <= timeout_s * 1.05):
             problems.append(f"rank {s}: [{code}] after {call_s:.2f} s, not a timeout within 5% of {timeout_s} s")
         if first_culprit(text) != victim:

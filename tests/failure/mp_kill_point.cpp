@@ -1,7 +1,8 @@
 // A rank is killed (SIGKILL) or stopped (SIGSTOP) at a chosen moment: a timer started at main() entry covers
 // startup, rendezvous, mesh setup and the probe; a later one lands mid-collective or between calls (the loop
 // sleeps now and then). Every survivor must fail naming the victim; kill_matrix.py checks what they print.
-//   env: KILL_RANK (the victim), KILL_AFTER_S (seconds after main() entry), KILL_SIGNAL (KILL, STOP, or SLEEP:
+//   env: KILL_RANK (the victim), KILL_AFTER_S (seconds after main() entry, or with KILL_FROM=loop after init()
+//        returned), KILL_SIGNAL (KILL, STOP, or SLEEP:
 //        the victim's main thread sleeps LOOP_S seconds between two calls: alive, but in user code),
 //        LOOP_S (how long the survivors' loop may run; they stop early only by failing)
 //   prints: "PID rank R pid P run ID", "VICTIM rank R signal S at T", "SURVIVOR rank R at T call_s C: [Code] message"
@@ -40,6 +41,8 @@ int main() {
   const double after = env_double("KILL_AFTER_S", 1.0);
   const std::string how = std::getenv("KILL_SIGNAL") != nullptr ? std::getenv("KILL_SIGNAL") : "KILL";
   const bool stop = how == "STOP";
+  const char* from = std::getenv("KILL_FROM");
+  const bool from_loop = from != nullptr && std::string(from) == "loop";
   const double main_start = now_s();
   const char* run_id = std::getenv("DCOMM_RUN_ID");
   std::printf("PID rank %d pid %d run %s\n", rank, static_cast<int>(::getpid()), run_id != nullptr ? run_id : "-");
@@ -51,18 +54,21 @@ int main() {
                         O_CREAT | O_RDWR, 0600);
     if (fd >= 0) ::close(fd);
   }
-  if (rank == victim && how != "SLEEP") {
+  auto arm_victim = [&] {
+    if (rank != victim || how == "SLEEP") return;
     std::thread([after, rank, stop] {
       std::this_thread::sleep_for(std::chrono::duration<double>(after));
       std::printf("VICTIM rank %d signal %s at %.3f\n", rank, stop ? "STOP" : "KILL", now_s());
       std::fflush(stdout);
       std::raise(stop ? SIGSTOP : SIGKILL);
     }).detach();
-  }
+  };
+  if (!from_loop) arm_victim();
   const double loop_s = env_double("LOOP_S", 20.0);
   double call_start = now_s();
   try {
     auto pg = dcomm::init();
+    if (from_loop) arm_victim();  // however long startup took, the signal lands in the loop
     std::vector<float> small(257), large(300001);
     const double t0 = now_s();
     for (long i = 0; now_s() - t0 < loop_s; ++i) {

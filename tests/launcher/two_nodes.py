@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""dcomm-run across two real network stacks: two network namespaces joined by a veth pair, one launcher in each.
+"""dcomm-run across two real network stacks: two network namespaces behind a switch (scripts/netns_nodes.py), one
+launcher in each.
 
 usage: two_nodes.py DCOMM_RUN PROBE
 The addresses (10.77.0.1 and 10.77.0.2) exist only inside the namespaces this test creates, and the namespaces
@@ -7,73 +8,27 @@ are deleted afterwards, also on failure. Without root or without `ip`, the test 
 """
 import os
 import re
-import shutil
-import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+import netns_nodes  # noqa: E402
+
 SKIP = 77
 RUN_TIMEOUT_S = 60
-ADDR = ["10.77.0.1", "10.77.0.2"]
+SUBNET = "10.77.0"
+ADDR = [f"{SUBNET}.1", f"{SUBNET}.2"]
 PORT = "29500"  # each namespace has its own port space, so a fixed port cannot collide with anything
 
 
-def sh(*args):
-    return subprocess.run(list(args), capture_output=True, text=True, timeout=30)
-
-
-class Namespaces:
-    def __init__(self):
-        tag = os.getpid() % 100000
-        self.ns = [f"dcomm-run-a{tag}", f"dcomm-run-b{tag}"]
-        self.veth = [f"dcra{tag}", f"dcrb{tag}"]
-
-    def __enter__(self):
-        steps = [["ip", "netns", "add", self.ns[0]], ["ip", "netns", "add", self.ns[1]],
-                 ["ip", "link", "add", self.veth[0], "type", "veth", "peer", "name", self.veth[1]]]
-        for i in range(2):
-            steps += [["ip", "link", "set", self.veth[i], "netns", self.ns[i]],
-                      ["ip", "-n", self.ns[i], "addr", "add", ADDR[i] + "/24", "dev", self.veth[i]],
-                      ["ip", "-n", self.ns[i], "link", "set", self.veth[i], "up"],
-                      ["ip", "-n", self.ns[i], "link", "set", "lo", "up"]]
-        for step in steps:
-            r = sh(*step)
-            if r.returncode != 0:
-                self.__exit__()
-                raise RuntimeError(f"{' '.join(step)}: {r.stderr.strip()}")
-        return self
-
-    def __exit__(self, *exc):
-        for ns in self.ns:
-            sh("ip", "netns", "del", ns)  # takes its end of the veth pair with it
-        sh("ip", "link", "del", self.veth[0])  # in case it never moved into a namespace
-
-
-def launch_both(nsp, options, program):
+def launch_both(nodes, options, program):
     """Runs launcher 0 in namespace A and launcher 1 in namespace B; returns both results."""
-    procs = []
-    for node in range(2):
-        cmd = ["ip", "netns", "exec", nsp.ns[node], DCOMM_RUN, "--nnodes", "2", "--node-rank", str(node),
-               "--nproc-per-node", "2", "--master-addr", ADDR[0], "--master-port", PORT, "--rdzv-timeout", "30",
-               "--host-id", f"node{node}"] + options + ["--"] + program
-        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    results = []
-    try:
-        for p in procs:
-            out, err = p.communicate(timeout=RUN_TIMEOUT_S)
-            results.append((p.returncode, out, err))
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    return results
+    return netns_nodes.run_all([nodes.dcomm_run(node, DCOMM_RUN, 2, program, ["--host-id", f"node{node}"] + options,
+                                                port=PORT, rdzv_timeout=30) for node in range(2)], RUN_TIMEOUT_S)
 
 
 def fail(what, results):
-    text = "\n".join(f"--- node {n}: exit {rc}\nstdout:\n{out}\nstderr:\n{err}" for n, (rc, out, err) in
-                     enumerate(results))
-    raise AssertionError(f"{what}\n{text}")
+    raise AssertionError(f"{what}\n{netns_nodes.transcript(results)}")
 
 
 def check_env(results):
@@ -118,20 +73,14 @@ def check_cross_node_restart(results):
 def main():
     global DCOMM_RUN, PROBE
     DCOMM_RUN, PROBE = sys.argv[1], sys.argv[2]
-    if os.geteuid() != 0:
-        print("skipped: network namespaces need root")
-        return SKIP
-    if shutil.which("ip") is None:
-        print("skipped: the `ip` tool (iproute2) is not installed")
-        return SKIP
     try:
-        with Namespaces() as nsp, tempfile.TemporaryDirectory() as ready_dir:
+        with netns_nodes.Nodes(2, kind="rn", subnet=SUBNET) as nsp, tempfile.TemporaryDirectory() as ready_dir:
             os.environ["PROBE_READY_DIR"] = ready_dir
             check_env(launch_both(nsp, [], [PROBE, "env"]))
             check_cross_node_failure(launch_both(nsp, [], [PROBE, "fail", "3", "5", "200"]))
             check_cross_node_restart(launch_both(nsp, ["--max-restarts", "1"], [PROBE, "fail-first-round", "2", "4"]))
-    except RuntimeError as e:
-        print(f"skipped: cannot make network namespaces here: {e}")
+    except netns_nodes.NamespacesUnavailable as e:
+        print(f"skipped: {e}")
         return SKIP
     except AssertionError as e:
         print(f"FAILED: {e}")

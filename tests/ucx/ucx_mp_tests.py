@@ -9,11 +9,13 @@ import os
 import re
 import subprocess
 import sys
-import uuid
 
 # The launcher tests' result checks (check() raises CaseFailed with dcomm-run's exit code and output).
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "launcher"))
 from launcher_tests import CaseFailed, Skip, check, run_case_from_argv  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+import netns_nodes  # noqa: E402
 
 # Generous bounds: the machine running the tests may be a loaded 2-core box.
 RUN_TIMEOUT_S = 150
@@ -66,59 +68,23 @@ def case_kill_shm():
     kill_case({"UCX_POSIX_ERROR_HANDLING": "y", "UCX_SYSV_ERROR_HANDLING": "y"})
 
 
-def ip(*args, check_rc=True):
-    r = subprocess.run(["ip"] + list(args), capture_output=True, text=True, timeout=30)
-    if check_rc and r.returncode != 0:
-        raise CaseFailed(f"ip {' '.join(args)}: {r.stderr.strip()}")
-    return r
-
-
 def case_netns():
-    """Two dcomm-run launchers (--nnodes 2) in two network namespaces joined by a veth pair."""
-    tag = uuid.uuid4().hex[:6]
-    ns = [f"dcucx{tag}a", f"dcucx{tag}b"]
-    veth = [f"vdcx{tag}a", f"vdcx{tag}b"]
-    # Addresses that exist only inside the two namespaces.
-    addr = [f"10.{int(tag[:2], 16)}.{int(tag[2:4], 16)}.1", f"10.{int(tag[:2], 16)}.{int(tag[2:4], 16)}.2"]
+    """Two dcomm-run launchers (--nnodes 2) in two network namespaces behind a switch (scripts/netns_nodes.py)."""
     try:
-        r = subprocess.run(["ip", "netns", "add", ns[0]], capture_output=True, text=True, timeout=30)
-    except FileNotFoundError:
-        raise Skip("no `ip` command")
-    if r.returncode != 0:
-        raise Skip(f"cannot create a network namespace: {r.stderr.strip()}")
-    try:
-        ip("netns", "add", ns[1])
-        ip("link", "add", veth[0], "type", "veth", "peer", "name", veth[1])
-        for i in (0, 1):
-            ip("link", "set", veth[i], "netns", ns[i])
-            ip("-n", ns[i], "addr", "add", addr[i] + "/30", "dev", veth[i])
-            ip("-n", ns[i], "link", "set", veth[i], "up")
-            ip("-n", ns[i], "link", "set", "lo", "up")
-        procs = []
-        for i in (0, 1):
-            # Each namespace sees only its loopback and its end of the veth, so UCX's defaults find the veth.
-            args = ["ip", "netns", "exec", ns[i], DCOMM_RUN, "--nnodes", "2", "--node-rank", str(i),
-                    "--nproc-per-node", "1", "--master-addr", addr[0], "--master-port", "29500",
-                    "--host-id", f"netns-{i}", "--", MP_TRANSPORTS, "conformance"]
-            procs.append(subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                          env=ucx_env({"DCOMM_STORE_SECRET": "ucx-two-nodes-secret"})))
-        outs = []
-        for p in procs:
+        with netns_nodes.Nodes(2, kind="ux", subnet="10.215.0") as nodes:
+            # Each namespace sees only its loopback and its eth0, so UCX's defaults find eth0.
             try:
-                out, err = p.communicate(timeout=RUN_TIMEOUT_S)
+                outs = netns_nodes.run_all(
+                    [nodes.dcomm_run(i, DCOMM_RUN, 1, [MP_TRANSPORTS, "conformance"], ["--host-id", f"netns-{i}"])
+                     for i in (0, 1)], RUN_TIMEOUT_S, ucx_env({"DCOMM_STORE_SECRET": "ucx-two-nodes-secret"}))
             except subprocess.TimeoutExpired:
-                for q in procs:
-                    q.kill()
                 raise CaseFailed("the launchers in the two namespaces did not finish")
-            outs.append((p.returncode, out, err))
-        for i, (rc, out, err) in enumerate(outs):
-            detail = f"node {i} failed (exit {rc})\n--- stdout:\n{out}\n--- stderr:\n{err}"
-            check(rc == 0, detail)
-            check_conformance(out, (i,), detail)
-    finally:
-        for n in ns:
-            ip("netns", "del", n, check_rc=False)  # takes its end of the veth pair with it
-        ip("link", "del", veth[0], check_rc=False)  # only there when it never reached its namespace
+    except netns_nodes.NamespacesUnavailable as e:
+        raise Skip(str(e))
+    for i, (rc, out, err) in enumerate(outs):
+        detail = f"node {i} failed (exit {rc})\n--- stdout:\n{out}\n--- stderr:\n{err}"
+        check(rc == 0, detail)
+        check_conformance(out, (i,), detail)
 
 
 def main():

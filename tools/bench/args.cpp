@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <ostream>
 #include <stdexcept>
 
@@ -9,6 +10,18 @@
 #include "tools/bench/sizes.hpp"
 
 namespace dcomm::bench {
+
+std::vector<std::string> split_algos(const std::string& algo) {
+  std::vector<std::string> names;
+  std::size_t start = 0;
+  while (start <= algo.size()) {
+    const std::size_t comma = std::min(algo.find(',', start), algo.size());
+    names.push_back(algo.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return names;
+}
+
 namespace {
 
 struct ArgError : std::runtime_error {
@@ -86,7 +99,7 @@ int parse_args(int argc, const char* const* argv, Options* opts, std::ostream& o
   app.add_option("-d,--datatype", dtype, "element type, or all")->capture_default_str();
   app.add_option("-o,--op", op, "reduction op, or all")->capture_default_str();
   app.add_option("-r,--root", o.root, "root rank of rooted collectives")->capture_default_str();
-  app.add_option("--algo", o.algo, "algorithm name, all, or auto")->capture_default_str();
+  app.add_option("--algo", o.algo, "algorithm names (comma-separated), all, or auto")->capture_default_str();
   app.add_option("--device", device, "buffer memory")->check(CLI::IsMember({"host", "cuda"}))->capture_default_str();
   app.add_flag("--inplace", o.inplace, "in-place forms of the collectives");
   app.add_flag("--check", o.check, "verify every iteration's result");
@@ -105,7 +118,9 @@ int parse_args(int argc, const char* const* argv, Options* opts, std::ostream& o
     o.ops = ops_arg(op);
     o.device = device == "cuda" ? Device::Kind::kCuda : Device::Kind::kHost;
     o.vs_mpi = vs == "mpi";
-    if (o.algo.empty()) throw ArgError("--algo needs a name, all, or auto");
+    for (const std::string& a : split_algos(o.algo)) {
+      if (a.empty()) throw ArgError("--algo needs names, all, or auto, separated by commas (got '" + o.algo + "')");
+    }
     validate(o, dtype != "all", op != "all");
   } catch (const CLI::CallForHelp&) {
     out << app.help();

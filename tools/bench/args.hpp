@@ -23,7 +23,7 @@ struct Options {
   std::vector<DType> dtypes{DType::kFloat32};
   std::vector<ReduceOp> ops{ReduceOp::kSum};
   int root = 0;
-  std::string algo = "auto";  ///< "auto" (the group's choice), "all" (every registered one) or a name
+  std::string algo = "auto";  ///< comma-separated: "auto" (the group's choice), "all" (every registered one), names
   Device::Kind device = Device::Kind::kHost;
   bool inplace = false;
   bool check = false;
@@ -42,6 +42,9 @@ inline constexpr double kPreMulScale = 2.0;
 
 /// Parses argv into *opts. Returns -1 to go on, or the exit status: 0 after --help (printed to `out`), 2 after a
 /// bad argument (one line "dcomm-bench: error: ..." on `err`).
+/// --algo's comma-separated entries ("ring,auto" -> {"ring", "auto"}), empty ones kept so parsing can refuse them.
+std::vector<std::string> split_algos(const std::string& algo);
+
 int parse_args(int argc, const char* const* argv, Options* opts, std::ostream& out, std::ostream& err);
 
 }  // namespace dcomm::bench

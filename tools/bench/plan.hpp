@@ -2,6 +2,7 @@
 // What a run measures: the options expanded, once the world size is known, into groups of cases
 // (a collective, dtype and op) each with its algorithms and its sizes laid out for the world.
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -33,8 +34,9 @@ std::vector<Group> plan(const Options& o, int world, Registry&& registry);
 /// The sizes of one collective: the sweep laid out for the world, dropping sizes too small to split over the
 /// ranks and sizes that round to the previous one.
 std::vector<Layout> plan_layouts(const Options& o, Coll c, DType dtype, int world);
-/// The algorithm list of one collective for --algo (see plan()); empty: the named algorithm is not registered
-/// for this collective.
+/// The algorithm list of one collective for --algo, a comma-separated list of names, `auto` and `all` (see plan()),
+/// in the order given without repeats; a name not registered for this collective is left out (a list may name
+/// algorithms of several collectives). Empty: nothing in the list applies to this collective.
 std::vector<std::string> plan_algos(const std::string& algo, Coll c,
                                     const std::optional<std::vector<std::string>>& registered);
 
@@ -49,15 +51,20 @@ std::vector<Group> plan(const Options& o, int world, Registry&& registry) {
     }
   }
   std::vector<Group> groups;
-  std::string lacking;
+  std::vector<std::string> unused = split_algos(o.algo);  // names no planned collective has registered
+  std::string colls;
   for (Coll c : o.colls) {
     Collective dc{};
-    std::vector<std::string> algos =
-        plan_algos(o.algo, c, to_collective(c, &dc) ? registry(dc) : std::optional<std::vector<std::string>>{});
-    if (algos.empty()) {
-      lacking += std::string(lacking.empty() ? "" : ", ") + to_string(c);
-      continue;
+    const std::optional<std::vector<std::string>> registered =
+        to_collective(c, &dc) ? registry(dc) : std::optional<std::vector<std::string>>{};
+    std::vector<std::string> algos = plan_algos(o.algo, c, registered);
+    if (c != Coll::kSendRecv) {  // sendrecv takes any --algo: there is nothing to choose
+      colls += std::string(colls.empty() ? "" : ", ") + to_string(c);
     }
+    std::erase_if(unused, [&](const std::string& a) {
+      return a == "auto" || a == "all" || std::find(algos.begin(), algos.end(), a) != algos.end();
+    });
+    if (algos.empty()) continue;
     const std::vector<DType> dtypes =
         c == Coll::kBarrier ? std::vector<DType>{o.dtypes.front()} : o.dtypes;
     for (DType t : dtypes) {
@@ -71,8 +78,9 @@ std::vector<Group> plan(const Options& o, int world, Registry&& registry) {
       }
     }
   }
-  if (groups.empty() && !lacking.empty()) {
-    throw UsageError("unknown algorithm '" + o.algo + "' for " + lacking + " (see --algo all, or use auto)");
+  // A typo in a list must not pass silently as "registered for none of these collectives".
+  if (!unused.empty() && !colls.empty()) {
+    throw UsageError("unknown algorithm '" + unused.front() + "' for " + colls + " (see --algo all, or use auto)");
   }
   return groups;
 }
