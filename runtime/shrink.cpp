@@ -192,6 +192,9 @@ ShrinkResult ProcessGroupImpl::shrink(const ShrinkOptions& opts) {
   std::vector<int> candidates(static_cast<std::size_t>(view_.size));
   std::iota(candidates.begin(), candidates.end(), 0);
   for (int round = 0;; ++round) {
+    // Each round has its window: a member still failing out of the last round's setup must not be left out of
+    // this one for the time that took.
+    if (round > 0) a.join_deadline = Deadline::after(std::min(window, std::max(Duration(1), a.deadline.remaining())));
     std::vector<int> members = rdzv::agree_members(a, round, candidates);
     fault_point("decided");
     candidates = members;
