@@ -1,6 +1,6 @@
 // ProcessGroup::shrink() with threads as ranks (the real-process matrix is tests/failure/shrink_matrix.py): a rank
 // that stops taking part is left out after the join window and told so when it comes back; the survivors' new
-// group computes right, splits, and the old group fails its calls.
+// group computes right, splits, and the old group fails its pending work and its later calls.
 
 #include <catch2/catch.hpp>
 
@@ -31,15 +31,20 @@ TEST_CASE("shrink leaves out a rank that stalls, the survivors go on, the late r
       }
       return;
     }
+    // Work still pending on the old group (it waits for rank 2, with a long timeout) fails when the group shrinks.
     std::vector<double> buf(1001, value_of(me, 0));
     CollectiveOptions o;
-    o.timeout = std::chrono::seconds(1);
-    try {
-      pg.all_reduce(Buffer(buf), ReduceOp::kSum, o);
-      f.push_back("all_reduce without rank 2 succeeded");
-    } catch (const Error&) {
-    }
+    o.timeout = std::chrono::seconds(25);
+    o.async_op = true;
+    WorkPtr pending = pg.all_reduce(Buffer(buf), ReduceOp::kSum, o);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
     ShrinkResult res = pg.shrink({.timeout = std::chrono::seconds(20), .join_window = std::chrono::seconds(1)});
+    try {
+      pending->wait();
+      f.push_back("the old group's pending all_reduce succeeded");
+    } catch (const Error& e) {
+      RANK_EXPECT(f, std::string(e.what()).find("shrunk") != std::string::npos, e.what());
+    }
     RANK_EXPECT(f, res.failed == std::vector<int>{kStalled}, "failed set");
     RANK_EXPECT(f, (res.survivors == std::vector<int>{0, 1, 3, 4}), "survivors in the old order");
     ProcessGroup& g = *res.group;
