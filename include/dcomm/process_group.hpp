@@ -4,7 +4,7 @@
 /// Every operation returns a Work handle. Unless `async_op` is set, the call waits before returning and the
 /// handle is already complete; with `async_op`, the call returns at once and operations on one group run in
 /// the order they were issued. A failure (timeout, dead peer) poisons the group: later calls fail at once with
-/// the first cause.
+/// the first cause; shrink() then gives the survivors a new group of themselves.
 
 #include <memory>
 #include <string>
