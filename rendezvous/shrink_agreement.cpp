@@ -6,10 +6,9 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <dcomm/error.hpp>
 #include <sstream>
 #include <thread>
-
-#include <dcomm/error.hpp>
 
 namespace dcomm::rdzv {
 namespace {
@@ -25,10 +24,11 @@ Store::Bytes as_bytes(const std::string& s) { return Store::Bytes(s.begin(), s.e
 bool dead(const ShrinkAgreement& a, int r) { return a.known_dead && a.known_dead(r); }
 
 [[noreturn]] void timed_out(const ShrinkAgreement& a, const std::string& stage, const std::vector<int>& waiting) {
-  throw TimeoutError(fmt::format("{}: {} did not finish within {} (waited {}); still waiting on rank(s) {}; check that "
-                                 "the store ({}) is up and that those ranks called shrink()",
-                                 a.what, stage, format_duration(a.deadline.timeout()),
-                                 format_duration(a.deadline.elapsed()), fmt::join(waiting, ","), a.store->describe()));
+  throw TimeoutError(
+      fmt::format("{}: {} did not finish within {} (waited {}); still waiting on rank(s) {}; check that "
+                  "the store ({}) is up and that those ranks called shrink()",
+                  a.what, stage, format_duration(a.deadline.timeout()), format_duration(a.deadline.elapsed()),
+                  fmt::join(waiting, ","), a.store->describe()));
 }
 
 }  // namespace
@@ -88,9 +88,7 @@ std::vector<int> agree_members(const ShrinkAgreement& a, int round, const std::v
 bool agree_outcome(const ShrinkAgreement& a, int round, const std::vector<int>& members, bool ready) {
   Store& s = *a.store;
   const std::string outcome_key = key(round, "outcome");
-  auto settle = [&](const char* vote) {
-    return as_string(s.compare_set(outcome_key, {}, as_bytes(vote))) == "commit";
-  };
+  auto settle = [&](const char* vote) { return as_string(s.compare_set(outcome_key, {}, as_bytes(vote))) == "commit"; };
   if (!ready) return settle("abort");
   s.set(key(round, "ready", a.self), "1");
   for (;;) {

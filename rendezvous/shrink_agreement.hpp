@@ -13,25 +13,24 @@
 //                       before; again compare_set, so every member takes the same branch. After an abort the
 //                       members of round r run round r+1 (candidates: round r's members): a failure during the
 //                       shrink itself costs one more round, never a split.
+#include <dcomm/store.hpp>
 #include <functional>
 #include <string>
 #include <vector>
-
-#include <dcomm/store.hpp>
 
 #include "common/deadline.hpp"
 
 namespace dcomm::rdzv {
 
 struct ShrinkAgreement {
-  std::function<void()> on_joined;       ///< called once this rank has announced itself (a test's fault point)
-  Store* store = nullptr;                ///< prefixed for this shrink epoch
-  int self = -1;                         ///< this rank in the group being shrunk
-  int size = 0;                          ///< the group's size
-  std::function<bool(int)> known_dead;   ///< certain knowledge that rank r died (never a guess); may be null
-  Deadline join_deadline = Deadline::never();                ///< the join window: who has not joined by then is left out
-  Deadline deadline = Deadline::never();                     ///< bounds the whole shrink
-  std::string what;                      ///< "shrink rank 2/5", starts every error
+  std::function<void()> on_joined;             ///< called once this rank has announced itself (a test's fault point)
+  Store* store = nullptr;                      ///< prefixed for this shrink epoch
+  int self = -1;                               ///< this rank in the group being shrunk
+  int size = 0;                                ///< the group's size
+  std::function<bool(int)> known_dead;         ///< certain knowledge that rank r died (never a guess); may be null
+  Deadline join_deadline = Deadline::never();  ///< the join window: who has not joined by then is left out
+  Deadline deadline = Deadline::never();       ///< bounds the whole shrink
+  std::string what;                            ///< "shrink rank 2/5", starts every error
 };
 
 /// Round `round`'s members (ranks of the group, ascending), agreed by every caller. `candidates`: who may be a

@@ -8,15 +8,13 @@
 // of this world's failure record. Anyone else who does not join within the window is left out and told so.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-
 #include <signal.h>
 
 #include <algorithm>
+#include <dcomm/error.hpp>
 #include <map>
 #include <numeric>
 #include <thread>
-
-#include <dcomm/error.hpp>
 
 #include "common/env.hpp"
 #include "common/log.hpp"
@@ -55,7 +53,8 @@ constexpr auto kDeadCheckInterval = std::chrono::milliseconds(50);
 /// kDeadCheckInterval.
 class DeathOracle {
  public:
-  explicit DeathOracle(const World& world) : world_(world), dead_(static_cast<std::size_t>(world.identity.world_size)) {}
+  explicit DeathOracle(const World& world)
+      : world_(world), dead_(static_cast<std::size_t>(world.identity.world_size)) {}
 
   bool operator()(int r) {
     if (dead_[static_cast<std::size_t>(r)]) return true;
@@ -75,8 +74,8 @@ class DeathOracle {
  private:
   void refresh_from_store() noexcept {
     if (world_.failure_store) {
-      if (auto root = rdzv::read_failure(*world_.failure_store); root && !root->timeout && root->rank >= 0 &&
-                                                                  root->rank < world_.identity.world_size) {
+      if (auto root = rdzv::read_failure(*world_.failure_store);
+          root && !root->timeout && root->rank >= 0 && root->rank < world_.identity.world_size) {
         dead_[static_cast<std::size_t>(root->rank)] = true;
       }
     }
@@ -84,7 +83,8 @@ class DeathOracle {
     try {
       for (int r = 0; r < world_.identity.world_size; ++r) {
         int launch = world_.launch_ranks[static_cast<std::size_t>(r)];
-        if (!dead_[static_cast<std::size_t>(r)] && world_.launch_failures->check({fmt::format("failure/dead/{}", launch)})) {
+        if (!dead_[static_cast<std::size_t>(r)] &&
+            world_.launch_failures->check({fmt::format("failure/dead/{}", launch)})) {
           dead_[static_cast<std::size_t>(r)] = true;
         }
       }
@@ -161,12 +161,14 @@ class SetupWatch {
 ShrinkResult ProcessGroupImpl::shrink(const ShrinkOptions& opts) {
   const std::string what = fmt::format("shrink {}", label());
   if (view_.context != 0) {
-    throw InvalidUsageError(fmt::format("{}: only a world group shrinks (this is a subgroup); shrink the group init() "
-                                        "or the last shrink() returned, then rebuild subgroups from the new group",
-                                        what));
+    throw InvalidUsageError(
+        fmt::format("{}: only a world group shrinks (this is a subgroup); shrink the group init() "
+                    "or the last shrink() returned, then rebuild subgroups from the new group",
+                    what));
   }
   if (world_->shrunk.exchange(true)) {
-    throw InvalidUsageError(fmt::format("{}: this group was shrunk already; use the group that shrink() returned", what));
+    throw InvalidUsageError(
+        fmt::format("{}: this group was shrunk already; use the group that shrink() returned", what));
   }
   // The old group's work fails from here on: it is being replaced.
   auto cause = std::make_exception_ptr(AbortedError(fmt::format(
@@ -175,8 +177,8 @@ ShrinkResult ProcessGroupImpl::shrink(const ShrinkOptions& opts) {
   executor_.fail_pending(cause);
 
   const Duration timeout = opts.timeout == kDefaultTimeout ? world_->timeout : opts.timeout;
-  const Duration window = std::min(opts.join_window == kDefaultTimeout ? Duration(kDefaultJoinWindow) : opts.join_window,
-                                   timeout);
+  const Duration window =
+      std::min(opts.join_window == kDefaultTimeout ? Duration(kDefaultJoinWindow) : opts.join_window, timeout);
   DeathOracle dead(*world_);
   auto agreement_store = make_prefix_store("shrink/", world_->store);
   rdzv::ShrinkAgreement a;
@@ -217,10 +219,11 @@ ShrinkResult ProcessGroupImpl::shrink(const ShrinkOptions& opts) {
       mo.forced_transport = world->transport;
       mo.failure_store = world->failure_store;
       const Identity& id = world->identity;
-      world->mesh = transport::Mesh::create(make_prefix_store("mesh/", world->store),
-                                            transport::local_peer_info(id.rank, id.local_rank, id.node_rank, id.host_id),
-                                            id.world_size, mo);
-      world->responder = std::make_unique<HangResponder>(world->failure_store, world->recorders, id.rank, id.world_size);
+      world->mesh = transport::Mesh::create(
+          make_prefix_store("mesh/", world->store),
+          transport::local_peer_info(id.rank, id.local_rank, id.node_rank, id.host_id), id.world_size, mo);
+      world->responder =
+          std::make_unique<HangResponder>(world->failure_store, world->recorders, id.rank, id.world_size);
       coll::GroupView v;
       v.mesh = world->mesh;
       v.rank = id.rank;

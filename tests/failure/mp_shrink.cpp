@@ -3,8 +3,9 @@
 // (the furthest call any survivor finished), and continues. shrink_matrix.py kills ranks and checks what they print.
 //   env: ITERS (calls in the loop), PLAN: victims as "launch:iter[:mode]" separated by ',', mode one of
 //        kill (SIGKILL itself before call iter), shrink (SIGKILL itself inside shrink(), at the phase
-//        SHRINK_FAULT_PHASE names: joined, decided or built; it must first see a failure), stop (SIGSTOP itself before call iter; a child sends SIGCONT after
-//        STOP_S seconds); JOIN_S: shrink's join window; SHRINK_TIMEOUT_S: its bound.
+//        SHRINK_FAULT_PHASE names: joined, decided or built; it must first see a failure), stop (SIGSTOP itself before
+//        call iter; a child sends SIGCONT after STOP_S seconds); JOIN_S: shrink's join window; SHRINK_TIMEOUT_S: its
+//        bound.
 //   prints: "KILLED rank L at T", "SHRUNK rank L at T failed [a,b] size S rounds N" (T: seconds since the epoch,
 //   after the first correct call on the new group), "EXCLUDED rank L: msg", "WRONG rank L ...", "DONE rank L
 //   size S members [..] iters N".
@@ -16,12 +17,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <dcomm/dcomm.hpp>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <dcomm/dcomm.hpp>
 
 namespace {
 
@@ -134,7 +134,8 @@ int main() {
       if (die_in_shrink) ::setenv("DCOMM_SHRINK_FAULT", std::getenv("SHRINK_FAULT_PHASE"), 1);
       dcomm::ShrinkResult res;
       try {
-        res = group->shrink({.timeout = std::chrono::seconds(env_long("SHRINK_TIMEOUT_S", 60)), .join_window = join_window});
+        res = group->shrink(
+            {.timeout = std::chrono::seconds(env_long("SHRINK_TIMEOUT_S", 60)), .join_window = join_window});
       } catch (const dcomm::ExcludedError& x) {
         out("EXCLUDED rank " + std::to_string(me) + ": " + x.what());
         return 4;  // left the job: dcomm-run --keep-going lists it as lost

@@ -1,15 +1,13 @@
 // The shrink agreement (rendezvous/shrink_agreement.hpp) with threads over a memory store: racing proposers, a
 // dead rank, a late joiner and a member that votes abort all end in one answer for everyone.
 
-#include <catch2/catch.hpp>
-
 #include <atomic>
+#include <catch2/catch.hpp>
+#include <dcomm/error.hpp>
 #include <mutex>
 #include <random>
 #include <set>
 #include <thread>
-
-#include <dcomm/error.hpp>
 
 #include "rendezvous/shrink_agreement.hpp"
 
@@ -76,7 +74,8 @@ TEST_CASE("shrink agreement: racing joins and deaths, many times, one answer", "
     // One slow rank: joins around the close of the short window, on either side of it.
     const int slow = static_cast<int>(rng() % static_cast<unsigned>(size));
     if (!dead.count(slow) && trial % 3 == 0) delays[static_cast<std::size_t>(slow)] = 40 + static_cast<int>(rng() % 40);
-    auto out = run_round(size, delays, dead, std::chrono::milliseconds(60), make_memory_store(std::chrono::seconds(20)));
+    auto out =
+        run_round(size, delays, dead, std::chrono::milliseconds(60), make_memory_store(std::chrono::seconds(20)));
     std::vector<int> agreed;
     for (int r = 0; r < size; ++r) {
       if (dead.count(r)) continue;
@@ -147,13 +146,15 @@ TEST_CASE("shrink agreement: a member that died before it was ready aborts the r
   two_dead = true;
   for (auto& t : threads) t.join();
   CHECK(got == std::vector<int>{0, 0});
-  CHECK_THROWS_AS([&] {
-    ShrinkAgreement a;
-    a.store = store.get();
-    a.self = 0;
-    a.size = 3;
-    a.deadline = Deadline::after(std::chrono::milliseconds(50));
-    a.join_deadline = Deadline::after(std::chrono::seconds(20));
-    agree_members(a, 1, {0, 1, 2});  // nobody else joins round 1 and nobody is known dead
-  }(), TimeoutError);
+  CHECK_THROWS_AS(
+      [&] {
+        ShrinkAgreement a;
+        a.store = store.get();
+        a.self = 0;
+        a.size = 3;
+        a.deadline = Deadline::after(std::chrono::milliseconds(50));
+        a.join_deadline = Deadline::after(std::chrono::seconds(20));
+        agree_members(a, 1, {0, 1, 2});  // nobody else joins round 1 and nobody is known dead
+      }(),
+      TimeoutError);
 }
