@@ -29,6 +29,18 @@ Context::Context(const Args& a, const GroupView& v, const Deadline& d, uint64_t 
       esize_(dtype_size(primary(a).dtype)),
       device_(primary(a).device) {}
 
+Context Context::on(const GroupView& sub, uint32_t base) const {
+  if (sub.rank < 0 || step_base_ + base >= kCheckStepBase) {
+    throw Error(ErrorCode::kInternal, fmt::format("{}: a phase on a part of the group {} - a bug, please report it",
+                                                  what, sub.rank < 0 ? "this rank is not in" : "ran out of steps"));
+  }
+  Context c(args, sub, deadline, seq, what, chunk_bytes);
+  c.work = work;
+  c.work_count = work_count;
+  c.step_base_ = step_base_ + base;
+  return c;
+}
+
 ReduceOp Context::op() const {
   ReduceOp op = args.red.op;
   return op == ReduceOp::kAvg || op == ReduceOp::kPreMulSum ? ReduceOp::kSum : op;
@@ -45,13 +57,13 @@ int world_rank(const GroupView& v, int peer) {
 }  // namespace
 
 transport::RequestPtr Context::isend(int peer, uint32_t step, const void* data, std::size_t bytes) const {
-  return view.mesh->isend(world_rank(view, peer), transport::collective_tag(view.context, seq, step), data, bytes,
-                          device_);
+  return view.mesh->isend(world_rank(view, peer), transport::collective_tag(view.context, seq, step + step_base_), data,
+                          bytes, device_);
 }
 
 transport::RequestPtr Context::irecv(int peer, uint32_t step, void* data, std::size_t bytes) const {
-  return view.mesh->irecv(world_rank(view, peer), transport::collective_tag(view.context, seq, step), data, bytes,
-                          device_);
+  return view.mesh->irecv(world_rank(view, peer), transport::collective_tag(view.context, seq, step + step_base_), data,
+                          bytes, device_);
 }
 
 void Context::wait(const transport::RequestPtr& r) const {

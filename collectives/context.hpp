@@ -68,11 +68,20 @@ class Context {
   char* work = nullptr;
   /// Elements in `work`.
   std::size_t work_count = 0;
+  /// This rank's input for a reducing collective: `work` (already holding it), or args.send's data for an
+  /// algorithm that takes its input itself (Algorithm::takes_input), whose `work` then starts undefined.
+  const char* input = nullptr;
   /// This algorithm's state on this group (empty until it stores some); null when the caller keeps none.
   std::unique_ptr<AlgorithmState>* state = nullptr;
   /// For an algorithm that carries out the call check itself (Algorithm::fuses_check): this rank's call, to check
   /// with check_calls_match() before any other message. Null when the engine checked already or checks are off.
   const CallDescriptor* call = nullptr;
+
+  /// The same call on a part of the group (a node, the leaders, a rail: collectives/topology.hpp), so that the
+  /// building blocks run on it unchanged; its steps are numbered from `step_base` (on top of this context's), so
+  /// that its messages keep apart from the other phases' between the same two ranks. Keeps work and work_count;
+  /// no state and no call check. `sub` must outlive the context, and this rank must be in it.
+  Context on(const GroupView& sub, uint32_t step_base) const;
 
   int rank() const { return view.rank; }
   int size() const { return view.size; }
@@ -111,6 +120,7 @@ class Context {
   DType dtype_;
   std::size_t esize_;
   Device device_;
+  uint32_t step_base_ = 0;
 };
 
 }  // namespace dcomm::coll

@@ -1,13 +1,14 @@
 #include "collectives/cost_model.hpp"
 
-#include "collectives/algorithms/algorithms.hpp"
-
 #include <fmt/format.h>
 
 #include <dcomm/error.hpp>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+
+#include "collectives/algorithms/algorithms.hpp"
+#include "collectives/topology.hpp"
 
 namespace dcomm::coll {
 
@@ -33,8 +34,19 @@ double model_bytes(const Args& a, int size) {
   return 0;
 }
 
-std::vector<Prediction> predict(const Args& args, const GroupView& view, const CostParams& params) {
+CostParams priced_for(const GroupView& view, CostParams p) {
+  if (view.hierarchy) {
+    const Topology& t = view.hierarchy->topo;
+    p.nodes = t.node_count();
+    p.local = t.max_local;
+    p.min_local = t.min_local;
+  }
+  return p;
+}
+
+std::vector<Prediction> predict(const Args& args, const GroupView& view, const CostParams& group_params) {
   std::vector<Prediction> out;
+  const CostParams params = priced_for(view, group_params);
   double n = model_bytes(args, view.size);
   const double check = call_check_cost(params, view.size);  // paid by those that do not carry it themselves
   for (const Algorithm* a : algorithms_for(args.coll)) {
@@ -85,20 +97,29 @@ CostParams load_tuning_file(const std::string& path, CostParams p) {
     p.alpha = j.value("alpha_s", p.alpha);
     p.beta = j.value("beta_s_per_byte", p.beta);
     p.gamma = j.value("gamma_s_per_byte", p.gamma);
+    // Within a node: the file's own numbers, else the same as between ranks (one link class).
+    p.alpha_intra = j.value("alpha_intra_s", p.alpha);
+    p.beta_intra = j.value("beta_intra_s_per_byte", p.beta);
   } catch (const nlohmann::json::exception& e) {
     throw InvalidUsageError(
         fmt::format("DCOMM_TUNING_FILE '{}' is not valid: {}; expected "
-                    "{{\"alpha_s\": ..., \"beta_s_per_byte\": ..., \"gamma_s_per_byte\": ...}}",
+                    "{{\"alpha_s\": ..., \"beta_s_per_byte\": ..., \"gamma_s_per_byte\": ...}} (and optionally "
+                    "\"alpha_intra_s\", \"beta_intra_s_per_byte\" for links within a node)",
                     path, e.what()));
   }
-  if (!(p.alpha >= 0 && p.beta >= 0 && p.gamma >= 0)) {
-    throw InvalidUsageError(fmt::format("DCOMM_TUNING_FILE '{}': alpha, beta and gamma must be >= 0", path));
+  if (!(p.alpha >= 0 && p.beta >= 0 && p.gamma >= 0 && p.alpha_intra >= 0 && p.beta_intra >= 0)) {
+    throw InvalidUsageError(
+        fmt::format("DCOMM_TUNING_FILE '{}': alpha, beta, gamma and the intra-node alpha and beta must be >= 0", path));
   }
   return p;
 }
 
 std::string tuning_json(const CostParams& p) {
-  nlohmann::json j = {{"alpha_s", p.alpha}, {"beta_s_per_byte", p.beta}, {"gamma_s_per_byte", p.gamma}};
+  nlohmann::json j = {{"alpha_s", p.alpha},
+                      {"beta_s_per_byte", p.beta},
+                      {"gamma_s_per_byte", p.gamma},
+                      {"alpha_intra_s", p.alpha_intra},
+                      {"beta_intra_s_per_byte", p.beta_intra}};
   return j.dump(2);
 }
 

@@ -14,6 +14,7 @@
 #include "collectives/context.hpp"
 #include "collectives/reduce.hpp"
 #include "collectives/selector.hpp"
+#include "collectives/topology.hpp"
 #include "collectives/validate.hpp"
 #include "common/env.hpp"
 
@@ -112,8 +113,11 @@ class EngineImpl final : public Engine {
     const std::size_t n = a.send.count;
     c.work = held.data() != nullptr ? held.data() : static_cast<char*>(a.recv.data);
     c.work_count = n;
+    c.input = c.work;
     if (a.red.op == ReduceOp::kPreMulSum) {
       scale_into(c.work, a.send.data, n, c.dtype(), a.red.scale, c.device());
+    } else if (algo.takes_input && a.coll != Collective::kReduceScatter) {
+      c.input = static_cast<const char*>(a.send.data);  // the algorithm reads it where it is
     } else {
       c.copy(c.work, a.send.data, n);
     }
@@ -164,7 +168,8 @@ class EngineImpl final : public Engine {
 
 }  // namespace
 
-std::unique_ptr<Engine> Engine::create(const GroupView& view, const EngineOptions& opts) {
+std::unique_ptr<Engine> Engine::create(const GroupView& group, const EngineOptions& opts) {
+  GroupView view = group;
   if (view.size < 1 || view.rank < 0 || view.rank >= view.size || (view.size > 1 && !view.mesh) ||
       (!view.world_ranks.empty() && view.world_ranks.size() != static_cast<std::size_t>(view.size))) {
     throw InvalidUsageError(
@@ -172,10 +177,15 @@ std::unique_ptr<Engine> Engine::create(const GroupView& view, const EngineOption
                     "mesh {})",
                     view.rank, view.size, view.world_ranks.size(), view.mesh ? "set" : "missing"));
   }
+  if (view.hierarchy && view.hierarchy->topo.node_of.size() != static_cast<std::size_t>(view.size)) {
+    throw InvalidUsageError(fmt::format("collectives engine: a topology of {} ranks for a group of {}",
+                                        view.hierarchy->topo.node_of.size(), view.size));
+  }
   long long chunk = opts.chunk_bytes > 0
                         ? static_cast<long long>(opts.chunk_bytes)
                         : env::get_int("DCOMM_CHUNK_BYTES", static_cast<long long>(kDefaultChunkBytes));
   if (chunk <= 0) throw InvalidUsageError(fmt::format("DCOMM_CHUNK_BYTES={} must be positive", chunk));
+  if (!view.hierarchy) view.hierarchy = build_hierarchy(view);  // local: every rank reads the same host ids
   bool check = opts.check_calls && env::get_bool("DCOMM_CHECK_CALLS", true);
   auto forced = parse_algorithm_spec(env::get("DCOMM_ALGO").value_or(""));
   std::string source;

@@ -33,6 +33,8 @@ struct Args {
   std::atomic<const char*>* chosen_algorithm = nullptr;
 };
 
+struct Hierarchy;
+
 /// A group as a view of the world's mesh: group rank i is world rank world_ranks[i].
 struct GroupView {
   std::shared_ptr<transport::Mesh> mesh;
@@ -40,6 +42,8 @@ struct GroupView {
   int size = 1;
   std::vector<int> world_ranks;
   uint32_t context = 0;  ///< the group's tag space (< 4096)
+  /// Its nodes and the sub-views of them (collectives/topology.hpp); Engine::create builds it.
+  std::shared_ptr<const Hierarchy> hierarchy;
 };
 
 struct EngineOptions {

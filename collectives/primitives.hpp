@@ -34,6 +34,15 @@ void halving_reduce_scatter(Context& c, char* buf, const std::vector<pattern::Bl
 /// false, the odd rank of each folded pair must already hold both blocks of its pair. Uses 2 + log2(p2) steps.
 void doubling_all_gather(Context& c, char* buf, const std::vector<pattern::Block>& blocks, bool fold_in, uint32_t step);
 
+/// Within this rank's node (ctx.view.hierarchy; `owners` holds a group rank on this node per block): the owner of
+/// blocks[i] ends with it reduced over the node's ranks, in local-rank order of arrival; the others send their
+/// part to it, in chunk-sized pieces. Uses 1 step.
+void node_reduce_to_owners(Context& c, char* buf, const std::vector<pattern::Block>& blocks,
+                           const std::vector<int>& owners, uint32_t step);
+/// Within this rank's node: the owner of blocks[i] sends it to every other rank of the node. Uses 1 step.
+void node_share_from_owners(Context& c, char* buf, const std::vector<pattern::Block>& blocks,
+                            const std::vector<int>& owners, uint32_t step);
+
 /// Steps halving_reduce_scatter and doubling_all_gather use.
 uint32_t fold_steps(int size);
 

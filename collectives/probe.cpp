@@ -14,6 +14,7 @@
 #include "collectives/cost_model.hpp"
 #include "collectives/dissemination.hpp"
 #include "collectives/reduce.hpp"
+#include "collectives/topology.hpp"
 #include "common/env.hpp"
 
 namespace dcomm::coll {
@@ -59,11 +60,12 @@ double exchange_rounds(const Context& c, uint32_t step, std::vector<char>& out, 
   return best;
 }
 
-void measure_links(const Context& c, CostParams* p) {
+// `step` numbers the probe's first message; it uses three.
+void measure_links(const Context& c, CostParams* p, uint32_t step) {
   std::vector<char> small_out(8, 1), small_in(8), large_out(kLarge, 1), large_in(kLarge);
-  exchange_rounds(c, 0, small_out, small_in, 1);
-  double t_small = exchange_rounds(c, 1, small_out, small_in, kSmallRounds);
-  double t_large = exchange_rounds(c, 2, large_out, large_in, kLargeRounds);
+  exchange_rounds(c, step, small_out, small_in, 1);
+  double t_small = exchange_rounds(c, step + 1, small_out, small_in, kSmallRounds);
+  double t_large = exchange_rounds(c, step + 2, large_out, large_in, kLargeRounds);
   p->alpha = std::max(t_small, 1e-8);
   p->beta = std::max((t_large - t_small) / static_cast<double>(kLarge), 1e-13);
 }
@@ -78,22 +80,40 @@ CostParams fit_cost_model(const GroupView& view, std::size_t chunk_bytes, std::s
   Deadline deadline = Deadline::after(std::chrono::seconds(60));
   const std::string what = fmt::format("collectives engine probe rank {}/{}", view.rank, view.size);
   Context c(none, view, deadline, kProbeSeq, what, chunk_bytes);
+  // A group that spans nodes has two link classes: the whole group's ring (its slowest link: between nodes)
+  // prices the flat algorithms and the hierarchical ones' steps between nodes; a ring within each node, every
+  // node at once, prices their node-local steps. A group on one node probes as it always did.
+  const Hierarchy* h = view.hierarchy.get();
+  const bool two_classes = h != nullptr && h->topo.node_count() > 1 && h->topo.max_local > 1;
+  double intra[2] = {0, 0};  // 0: not measured on this rank (a node of one)
   if (auto file = env::get("DCOMM_TUNING_FILE"); file && !file->empty()) {
     p = load_tuning_file(*file, p);
+    intra[0] = p.alpha_intra, intra[1] = p.beta_intra;
     *source = "tuning file " + *file;
   } else {
     p.gamma = measure_gamma();
-    if (view.size > 1) measure_links(c, &p);
-    *source = view.size > 1 ? "link probe at group creation" : "defaults and a local reduction probe";
+    if (view.size > 1) measure_links(c, &p, 0);
+    if (two_classes && h->node_view.size > 1) {
+      CostParams local;
+      measure_links(c.on(h->node_view, 0), &local, 3);
+      intra[0] = local.alpha, intra[1] = local.beta;
+    }
+    *source = view.size > 1 ? (two_classes ? "link probe at group creation, between and within nodes"
+                                           : "link probe at group creation")
+                            : "defaults and a local reduction probe";
   }
   // Agree on the maximum of each parameter (an idempotent merge, as dissemination needs).
-  struct Triple {
-    double v[3];
+  struct Params {
+    double v[5];
   };
-  Triple all = agree(c, 3, Triple{{p.alpha, p.beta, p.gamma}}, [](Triple& m, const Triple& t) {
-    for (int i = 0; i < 3; ++i) m.v[i] = std::max(m.v[i], t.v[i]);
+  Params all = agree(c, 6, Params{{p.alpha, p.beta, p.gamma, intra[0], intra[1]}}, [](Params& m, const Params& t) {
+    for (int i = 0; i < 5; ++i) m.v[i] = std::max(m.v[i], t.v[i]);
   });
   p.alpha = all.v[0], p.beta = all.v[1], p.gamma = all.v[2];
+  // Where no node has two ranks (or one node is the whole group), the one link class serves for both.
+  const bool measured = all.v[3] > 0;
+  p.alpha_intra = measured ? all.v[3] : p.alpha;
+  p.beta_intra = measured ? all.v[4] : p.beta;
   return p;
 }
 

@@ -8,11 +8,20 @@
 
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/patterns.hpp"
+#include "collectives/topology.hpp"
 
 namespace dcomm::coll {
 
 bool supports_any(const Args& /*args*/, const GroupView& /*view*/) { return true; }
 bool supports_regular(const Args& args, const GroupView& /*view*/) { return !args.vector_variant; }
+bool supports_hier(const Args& args, const GroupView& view) { return !args.vector_variant && spans_nodes(view); }
+
+std::vector<int> node_representatives(const Hierarchy& h, int root) {
+  std::vector<int> reps;
+  const int root_node = h.topo.node_of[static_cast<std::size_t>(root)];
+  for (int n = 0; n < h.topo.node_count(); ++n) reps.push_back(n == root_node ? root : h.topo.leader(n));
+  return reps;
+}
 
 double log2_rounds(int size) { return pattern::ceil_log2(size); }
 double fraction(int size) { return size > 0 ? static_cast<double>(size - 1) / size : 0.0; }

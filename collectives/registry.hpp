@@ -14,11 +14,20 @@ namespace dcomm::coll {
 
 /// The α–β–γ model's parameters (seconds per message, per byte moved, per byte reduced) and the pipelining
 /// chunk the algorithms cut messages into.
+/// α and β are the group's slowest link, the one the flat algorithms are priced with (on a group that spans nodes,
+/// the link between nodes); α_intra, β_intra are the link between two ranks of one node (shared memory), which the
+/// hierarchical algorithms price their node-local phases with. `nodes` and `local` describe the group being
+/// priced (its node count and the ranks on its fullest node; predict() fills them in).
 struct CostParams {
   double alpha = 5e-6;
   double beta = 1e-10;
   double gamma = 5e-11;
+  double alpha_intra = 5e-6;
+  double beta_intra = 1e-10;
   double chunk_bytes = 512.0 * 1024;
+  int nodes = 1;
+  int local = 1;
+  int min_local = 1;  ///< ranks on the emptiest node: a node with fewer serves several rails
   /// Whether the engine checks calls: algorithms that do not fuse the check pay its ⌈log₂P⌉ rounds on top.
   bool check_calls = false;
 };
@@ -38,6 +47,9 @@ struct Algorithm {
   /// Whether only a name (set_algorithm, DCOMM_ALGO, dcomm-bench --algo) selects it: the cost model still prices
   /// it for explain(), but never picks it, because measurements did not show it winning anywhere.
   bool by_name_only = false;
+  /// all_reduce and reduce only: run() reads this rank's input from Context::input, which the engine points at
+  /// args.send instead of copying it into `work` first (one pass over memory less); premul_sum still copies.
+  bool takes_input = false;
 };
 
 /// Adds one algorithm's row to the table. Each algorithm file ends with one, after its functions:

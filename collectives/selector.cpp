@@ -7,6 +7,8 @@
 
 #include <dcomm/error.hpp>
 
+#include "collectives/algorithms/algorithms.hpp"
+#include "collectives/topology.hpp"
 #include "common/log.hpp"
 
 namespace dcomm::coll {
@@ -37,15 +39,18 @@ std::string format_seconds(double s) {
 
 }  // namespace
 
-std::string format_predictions(const std::vector<Prediction>& predictions, const Algorithm* best) {
+std::string format_predictions(const std::vector<Prediction>& predictions, const Algorithm* best,
+                               const std::vector<const Algorithm*>& unfit) {
   // Names as wide as the longest, so the times line up whatever a new algorithm is called.
   std::size_t width = 0;
   for (const Prediction& p : predictions) width = std::max(width, std::string_view(p.algorithm->name).size());
+  for (const Algorithm* a : unfit) width = std::max(width, std::string_view(a->name).size());
   std::string out;
   for (const Prediction& p : predictions) {
     out += fmt::format("  {:<{}} {:>12}{}\n", p.algorithm->name, width, format_seconds(p.seconds),
                        p.algorithm == best ? "  <- cheapest" : (p.algorithm->by_name_only ? "  (by name only)" : ""));
   }
+  for (const Algorithm* a : unfit) out += fmt::format("  {:<{}} {:>12}  (not for this group)\n", a->name, width, "-");
   return out;
 }
 
@@ -129,7 +134,10 @@ const Algorithm& Selector::choose(const Args& args, const GroupView& view, const
     if (!a.supports(args, view)) {
       throw InvalidUsageError(fmt::format(
           "{}: algorithm '{}' does not handle this call ({}); leave the algorithm empty to let dcomm choose", where(),
-          requested, args.vector_variant ? "a v-variant" : "its limits on size, group or memory exclude it"));
+          requested,
+          args.vector_variant            ? "a v-variant"
+          : a.supports == &supports_hier ? "it needs a group that spans two nodes or more; this group is on one node"
+                                         : "its limits on size, group or memory exclude it"));
     }
     return a;
   }
@@ -169,8 +177,26 @@ std::string Selector::explain(Collective c, std::size_t bytes, const GroupView& 
       fmt::format("{} of {} on {} ranks (alpha {}, beta {:.3f} ns/B, gamma {:.3f} ns/B, chunk {}; from the {}):\n",
                   to_string(c), format_bytes(bytes), view.size, format_seconds(params_.alpha), params_.beta * 1e9,
                   params_.gamma * 1e9, format_bytes(static_cast<std::size_t>(params_.chunk_bytes)), params_source_);
+  if (view.hierarchy) {
+    const Topology& t = view.hierarchy->topo;
+    out += fmt::format("topology: {}\n", t.describe());
+    if (t.node_count() > 1) {
+      out += fmt::format(
+          "links: between nodes alpha {}, beta {:.3f} ns/B (the flat algorithms' link); within a node "
+          "alpha {}, beta {:.3f} ns/B\n",
+          format_seconds(params_.alpha), params_.beta * 1e9, format_seconds(params_.alpha_intra),
+          params_.beta_intra * 1e9);
+    }
+  }
   const Algorithm* best = cheapest(args, view, params_);
-  out += format_predictions(predict(args, view, params_), best);
+  std::vector<Prediction> predictions = predict(args, view, params_);
+  std::vector<const Algorithm*> unfit;  // rows that cannot run on this group (the hierarchical ones on one node)
+  for (const Algorithm* a : algorithms_for(c)) {
+    if (std::none_of(predictions.begin(), predictions.end(), [&](const Prediction& p) { return p.algorithm == a; })) {
+      unfit.push_back(a);
+    }
+  }
+  out += format_predictions(predictions, best, unfit);
   std::string origin;
   std::string name = forced(c, &origin);
   if (!name.empty()) {

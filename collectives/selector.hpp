@@ -21,8 +21,9 @@ std::map<Collective, std::string> parse_algorithm_spec(const std::string& spec);
 const Algorithm& algorithm_or_throw(Collective c, const std::string& name, const std::string& where);
 
 /// explain()'s table: one line per prediction, names padded to the longest so the times line up, the cheapest and
-/// the by-name-only rows marked.
-std::string format_predictions(const std::vector<Prediction>& predictions, const Algorithm* best);
+/// the by-name-only rows marked; then the `unfit` rows, which cannot run the call on this group, without a time.
+std::string format_predictions(const std::vector<Prediction>& predictions, const Algorithm* best,
+                               const std::vector<const Algorithm*>& unfit = {});
 
 class Selector {
  public:

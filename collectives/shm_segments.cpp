@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <dcomm/error.hpp>
 
+#include "collectives/topology.hpp"
+
 namespace dcomm::coll {
 
 namespace {
@@ -20,6 +22,7 @@ int world_rank_of(const GroupView& v, int rank) {
 
 bool group_on_one_host(const GroupView& view) {
   if (!view.mesh) return false;
+  if (view.hierarchy) return view.hierarchy->topo.node_count() == 1;  // the group's own reading of the host ids
   const std::string& mine = view.mesh->peer(world_rank_of(view, view.rank)).host_id;
   for (int i = 0; i < view.size; ++i) {
     if (view.mesh->peer(world_rank_of(view, i)).host_id != mine) return false;

@@ -28,10 +28,22 @@ bool supports_any(const Args& args, const GroupView& view);
 /// For algorithms without v-variant support (scatterv, gatherv, all_to_all_v).
 bool supports_regular(const Args& args, const GroupView& view);
 
+/// For the hierarchical algorithms (collectives/topology.hpp): regular calls on groups that span nodes.
+bool supports_hier(const Args& args, const GroupView& view);
+/// The representative of each node for a call rooted at `root`: the root on its node, the leader elsewhere.
+std::vector<int> node_representatives(const Hierarchy& h, int root);
+
 /// Shorthands for the cost formulas: ceil(log2 P) and the (P-1)/P fraction.
 double log2_rounds(int size);
 double fraction(int size);
 /// The engine's separate call check, ⌈log₂P⌉ rounds of a ~100-byte descriptor; 0 when checks are off.
 double call_check_cost(const CostParams& p, int size);
+
+/// all_reduce[shm_direct] and reduce[shm_direct] (collectives/shm_rounds.hpp): one node, host memory.
+bool supports_shm_direct(const Args& args, const GroupView& view);
+/// all_reduce[cma] and reduce[cma] (collectives/cma_slices.hpp) share when they apply and their price, given the
+/// bytes a rank moves through process_vm_readv/writev.
+bool supports_cma(const Args& args, const GroupView& view);
+double cost_cma(const CostParams& p, double bytes, int size, double cma_bytes);
 
 }  // namespace dcomm::coll

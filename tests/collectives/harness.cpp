@@ -7,9 +7,14 @@
 #include <dcomm/store.hpp>
 #include <thread>
 
+#include "collectives/topology.hpp"
+
 namespace dcomm::test {
 
-std::vector<RankRecord> run_group(int size, const GroupBody& body, const std::string& transport) {
+std::vector<RankRecord> run_group(int size, const GroupBody& body, const std::string& transport,
+                                  const std::vector<int>& nodes) {
+  std::vector<std::string> hosts;
+  for (int n : nodes) hosts.push_back(fmt::format("test-node-{}", n));
   auto store = make_memory_store(std::chrono::seconds(60));
   std::vector<RankRecord> records(static_cast<std::size_t>(size));
   std::vector<std::thread> threads;
@@ -27,6 +32,7 @@ std::vector<RankRecord> run_group(int size, const GroupBody& body, const std::st
         view.size = size;
         for (int i = 0; i < size; ++i) view.world_ranks.push_back(i);
         view.context = 1;
+        if (!hosts.empty()) view.hierarchy = coll::build_hierarchy(view, hosts);
         body(view, rec);
         view.mesh->close();
       } catch (const std::exception& e) {

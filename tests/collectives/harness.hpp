@@ -21,8 +21,11 @@ struct RankRecord {
 using GroupBody = std::function<void(const coll::GroupView& view, RankRecord& rec)>;
 
 /// Runs `body` on `size` rank threads, each with a view of a fresh world (context 1) over `transport`
-/// ("loopback" or "shm").
-std::vector<RankRecord> run_group(int size, const GroupBody& body, const std::string& transport = "loopback");
+/// ("loopback" or "shm"). `nodes`, when given, places rank r on simulated node nodes[r]: the view's topology
+/// (GroupView::hierarchy) sees host "test-node-<n>", while the mesh keeps one host id, because its in-process
+/// transports connect only ranks of one host.
+std::vector<RankRecord> run_group(int size, const GroupBody& body, const std::string& transport = "loopback",
+                                  const std::vector<int>& nodes = {});
 
 /// Every failure as "rank r: ...", plus one line per rank whose digests differ from rank 0's.
 std::vector<std::string> summarize(const std::vector<RankRecord>& records);

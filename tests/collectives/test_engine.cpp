@@ -14,6 +14,7 @@
 
 #include "collectives/cost_model.hpp"
 #include "collectives/selector.hpp"
+#include "collectives/topology.hpp"
 #include "collectives/validate.hpp"
 #include "tests/collectives/harness.hpp"
 
@@ -287,7 +288,7 @@ TEST_CASE("explain lists every candidate and the choice; set_algorithm overrides
     std::istringstream lines(text);
     for (std::string line; std::getline(lines, line);) {
       if (!line.starts_with("  ")) continue;
-      for (const char* note : {"  <- cheapest", "  (by name only)"}) {
+      for (const char* note : {"  <- cheapest", "  (by name only)", "  (not for this group)"}) {
         if (line.ends_with(note)) line.resize(line.size() - std::string_view(note).size());
       }
       time_columns.insert(line.size());
@@ -363,6 +364,135 @@ TEST_CASE("DCOMM_ALGO and DCOMM_TUNING_FILE configure new engines", "[collective
   std::remove(path.c_str());
 }
 
+namespace {
+
+// A group of hosts.size() ranks on those hosts, for pricing (no mesh).
+GroupView placed(const std::vector<std::string>& hosts) {
+  GroupView v = fake_view(0, static_cast<int>(hosts.size()));
+  v.hierarchy = build_hierarchy(v, hosts);
+  return v;
+}
+
+// Between nodes 20 us and 1 GB/s; within a node (`two` only) 1 us and 10 GB/s.
+CostParams one_class() {
+  CostParams p;
+  p.alpha = p.alpha_intra = 20e-6;
+  p.beta = p.beta_intra = 1e-9;
+  p.gamma = 5e-11;
+  return p;
+}
+
+CostParams two_classes() {
+  CostParams p = one_class();
+  p.alpha_intra = 1e-6;
+  p.beta_intra = 1e-10;
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("two link classes: hierarchical rows win across nodes, one node's choices stay", "[collectives][engine]") {
+  const GroupView one_node = placed({"a", "a", "a", "a"});
+  const GroupView two_nodes = placed({"a", "a", "b", "b"});
+  const Collective kHier[] = {Collective::kAllReduce, Collective::kBroadcast,     Collective::kReduce,
+                              Collective::kAllGather, Collective::kReduceScatter, Collective::kBarrier};
+  for (Collective c : kHier) {
+    for (std::size_t bytes : {std::size_t{64}, std::size_t{1} << 20, std::size_t{16} << 20}) {
+      INFO(to_string(c) << " " << bytes << " B");
+      Args a = sample_args(c, bytes, 4);
+      // One node: the intra-node link changes nothing, and no hierarchical row is a candidate.
+      const Algorithm* flat = cheapest(a, one_node, one_class());
+      CHECK(cheapest(a, one_node, two_classes()) == flat);
+      CHECK(std::string(flat->name) != "hier");
+      // Across nodes with one link class, the hierarchical all_reduce moves more and never wins.
+      if (c == Collective::kAllReduce) CHECK(std::string(cheapest(a, two_nodes, one_class())->name) != "hier");
+    }
+    // Across nodes with a fast node-local link, large calls (and the barrier, checks off) go hierarchical.
+    INFO(to_string(c));
+    CHECK(std::string(cheapest(sample_args(c, 4 << 20, 4), two_nodes, two_classes())->name) == "hier");
+  }
+  // The tuning file carries both classes; without the intra-node pair it means one class.
+  std::string path = "/tmp/dcomm_tuning_two_" + std::to_string(::getpid()) + ".json";
+  {
+    std::ofstream out(path);
+    out << tuning_json(two_classes());
+  }
+  CostParams loaded = load_tuning_file(path, CostParams{});
+  CHECK(loaded.alpha_intra == 1e-6);
+  CHECK(loaded.beta_intra == 1e-10);
+  CHECK(loaded.beta == 1e-9);
+  {
+    std::ofstream out(path);
+    out << R"({"alpha_s": 2e-6, "beta_s_per_byte": 3e-10})";
+  }
+  loaded = load_tuning_file(path, CostParams{});
+  CHECK(loaded.alpha_intra == 2e-6);
+  CHECK(loaded.beta_intra == 3e-10);
+  std::remove(path.c_str());
+}
+
+TEST_CASE("a hierarchical algorithm named on a one-node group is refused on every rank, saying why",
+          "[collectives][engine]") {
+  auto records = test::run_group(3, [](const GroupView& view, test::RankRecord& rec) {
+    auto engine = Engine::create(view);
+    std::vector<float> x = {1.0f, 2.0f};
+    Args a;
+    a.coll = Collective::kAllReduce;
+    a.send = a.recv = Buffer(x);
+    std::string m = invalid_message([&] { engine->run(a, "hier", soon(), 0); });
+    if (m.find("'hier' does not handle this call (it needs a group that spans two nodes or more") ==
+        std::string::npos) {
+      rec.failures.push_back("unclear refusal: " + m);
+    }
+    engine->run(a, "", soon(), 1);  // the group stays usable
+    if (x[0] != 3.0f || x[1] != 6.0f) rec.failures.push_back("wrong sum after the refusal");
+  });
+  auto failures = test::summarize(records);
+  INFO((failures.empty() ? "" : failures.front()));
+  CHECK(failures.empty());
+}
+
+TEST_CASE("across simulated nodes auto runs the hierarchical all_reduce and explain shows the topology",
+          "[collectives][engine]") {
+  std::string path = "/tmp/dcomm_tuning_auto_" + std::to_string(::getpid()) + ".json";
+  {
+    std::ofstream out(path);
+    out << tuning_json(two_classes());
+  }
+  test::ScopedEnv tuning("DCOMM_TUNING_FILE", path.c_str());
+  auto records = test::run_group(
+      4,
+      [&](const GroupView& view, test::RankRecord& rec) {
+        auto engine = Engine::create(view);
+        std::string text = engine->explain(Collective::kAllReduce, 4 << 20);
+        for (const char* w : {"topology: 2 nodes (ranks per node 2, 2)", "ranks 0,2 (leader 0)", "ranks 1,3 (leader 1)",
+                              "within a node alpha 1.0 us", "choice: hier (cost model)"}) {
+          if (text.find(w) == std::string::npos)
+            rec.failures.push_back(std::string("explain lacks ") + w + ": " + text);
+        }
+        std::vector<double> x(1 << 19);
+        for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<double>(i % 1000) + view.rank;
+        std::atomic<const char*> chosen{nullptr};
+        Args a;
+        a.coll = Collective::kAllReduce;
+        a.send = a.recv = Buffer(x);
+        a.chosen_algorithm = &chosen;
+        engine->run(a, "", soon(), 0);
+        if (std::string(chosen.load()) != "hier") rec.failures.push_back(std::string("auto chose ") + chosen.load());
+        for (std::size_t i = 0; i < x.size(); ++i) {
+          if (x[i] != 4.0 * static_cast<double>(i % 1000) + 6.0) {
+            rec.failures.push_back(fmt::format("element {} is {}", i, x[i]));
+            break;
+          }
+        }
+      },
+      "loopback", {0, 1, 0, 1});
+  auto failures = test::summarize(records);
+  INFO((failures.empty() ? "" : failures.front()));
+  CHECK(failures.empty());
+  std::remove(path.c_str());
+}
+
 TEST_CASE("transport errors carry the collective, algorithm and rank", "[collectives][engine]") {
   test::ScopedEnv no_check("DCOMM_CHECK_CALLS", "0");
   auto records = test::run_group(2, [](const GroupView& view, test::RankRecord& rec) {
@@ -381,6 +511,36 @@ TEST_CASE("transport errors carry the collective, algorithm and rank", "[collect
     }
   });
   CHECK(test::summarize(records).empty());
+}
+
+TEST_CASE("a rank missing on the other node fails every survivor's hierarchical call, naming it where seen",
+          "[collectives][engine]") {
+  test::ScopedEnv no_check("DCOMM_CHECK_CALLS", "0");
+  auto records = test::run_group(
+      4,
+      [](const GroupView& view, test::RankRecord& rec) {
+        auto engine = Engine::create(view);
+        if (view.rank == 3) return;  // never joins: its node's phase cannot finish, so neither can the rails
+        std::vector<float> x(40, 1.0f);
+        Args a;
+        a.coll = Collective::kAllReduce;
+        a.send = a.recv = Buffer(x);
+        const std::string what = fmt::format("all_reduce[hier] rank {}/4", view.rank);
+        try {
+          engine->run(a, "hier", Deadline::after(std::chrono::seconds(2)), 0);
+          rec.failures.push_back("no error");
+        } catch (const Error& e) {
+          const std::string m = e.what();
+          bool kind = e.code() == ErrorCode::kTimeout || e.code() == ErrorCode::kRemoteError;
+          if (!kind || m.rfind(what, 0) != 0) rec.failures.push_back(m);
+          // Rank 3's node mate waits for it directly.
+          if (view.rank == 2 && m.find("rank 3") == std::string::npos) rec.failures.push_back("no rank 3: " + m);
+        }
+      },
+      "loopback", {0, 0, 1, 1});
+  auto failures = test::summarize(records);
+  INFO((failures.empty() ? "" : failures.front()));
+  CHECK(failures.empty());
 }
 
 TEST_CASE("report: probe time, fitted model and algorithm times over shm", "[.][measure]") {

@@ -1,10 +1,13 @@
 // The pure rank arithmetic of collectives/patterns.hpp, without any transport.
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <set>
 
 #include "collectives/patterns.hpp"
+#include "collectives/topology.hpp"
 
 using namespace dcomm::coll::pattern;
 
@@ -180,4 +183,60 @@ TEST_CASE("Bruck rounds collect every block exactly once", "[collectives][patter
 TEST_CASE("dissemination partners", "[collectives][patterns]") {
   CHECK(dissemination_to(3, 5, 1) == 0);
   CHECK(dissemination_from(0, 5, 2) == 1);
+}
+
+TEST_CASE("topology: nodes by first rank, local ranks in group order, rails cover every node",
+          "[collectives][patterns]") {
+  using dcomm::coll::GroupView;
+  using dcomm::coll::Topology;
+  // Ranks interleaved over three uneven nodes: b a a b c b.
+  const std::vector<std::string> hosts = {"b", "a", "a", "b", "c", "b"};
+  Topology t = dcomm::coll::topology_of(hosts);
+  REQUIRE(t.node_count() == 3);
+  CHECK(t.nodes == std::vector<std::vector<int>>{{0, 3, 5}, {1, 2}, {4}});
+  CHECK(t.host_ids == std::vector<std::string>{"b", "a", "c"});
+  CHECK(t.node_of == std::vector<int>{0, 1, 1, 0, 2, 0});
+  CHECK(t.local_of == std::vector<int>{0, 0, 1, 1, 0, 2});
+  CHECK(t.max_local == 3);
+  CHECK(t.min_local == 1);
+  CHECK(t.leader(1) == 1);
+  // Rail 2: local rank 2 of node 0, 2 mod 2 = 0 of node 1, the only rank of node 2.
+  CHECK(t.rail_member(2, 0) == 5);
+  CHECK(t.rail_member(2, 1) == 1);
+  CHECK(t.rail_member(2, 2) == 4);
+  CHECK(t.describe() ==
+        "3 nodes (ranks per node 3, 2, 1): node 0 'b' ranks 0,3,5 (leader 0); node 1 'a' ranks 1,2 "
+        "(leader 1); node 2 'c' ranks 4 (leader 4)");
+  // Consecutive ranks as ranges; past 8 nodes, a count.
+  std::vector<std::string> many;
+  for (int r = 0; r < 40; ++r) many.push_back(fmt::format("h{}", r / 4));
+  CHECK(dcomm::coll::topology_of(many).describe().starts_with(
+      "10 nodes (ranks per node 4, 4, 4, 4, 4, 4, 4, 4, 4, 4): node 0 'h0' ranks 0-3 (leader 0); node 1 'h1' ranks "
+      "4-7 (leader 4);"));
+  CHECK(dcomm::coll::topology_of(many).describe().ends_with("; 2 more nodes"));
+  // Rank 3's views: its node, the leaders (not it), and the rails it serves (rail 1 only).
+  GroupView group;
+  group.rank = 3;
+  group.size = 6;
+  group.world_ranks = {10, 11, 12, 13, 14, 15};
+  auto h = dcomm::coll::build_hierarchy(group, hosts);
+  CHECK(h->node == 0);
+  CHECK(h->local == 1);
+  CHECK(h->node_view.world_ranks == std::vector<int>{10, 13, 15});
+  CHECK(h->node_view.rank == 1);
+  CHECK(h->leaders.world_ranks == std::vector<int>{10, 11, 14});
+  CHECK(h->leaders.rank == -1);
+  REQUIRE(h->rails.size() == 3);
+  CHECK(h->rails[1].world_ranks == std::vector<int>{13, 12, 14});
+  CHECK(h->rails[1].rank == 0);
+  CHECK(h->rails[0].rank == -1);
+  CHECK(h->rails[2].rank == -1);
+  // One node: no rails, and the hierarchical rows refuse it.
+  GroupView one;
+  one.size = 2;
+  one.hierarchy = dcomm::coll::build_hierarchy(one, {"a", "a"});
+  CHECK(one.hierarchy->rails.empty());
+  CHECK_FALSE(dcomm::coll::spans_nodes(one));
+  group.hierarchy = h;
+  CHECK(dcomm::coll::spans_nodes(group));
 }

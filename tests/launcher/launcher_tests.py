@@ -263,7 +263,8 @@ BAD_COMMAND_LINES = [
     ["--nproc-per-node", "1", "--bogus", "--", "true"],
     # torchrun's vocabulary: what dcomm-run refuses, with one line
     ["--nproc-per-node", "1", "--rdzv-backend", "etcd", "--", "true"],
-    ["--nproc-per-node", "1", "--nnodes", "1:4", "--", "true"],
+    ["--nproc-per-node", "1", "--nnodes", "4:1", "--", "true"],
+    ["--nproc-per-node", "1", "--nnodes", "1:4", "--node-rank", "1", "--", "true"],
     ["--nproc-per-node", "tpu", "--", "true"],
     ["--nproc-per-node", "1", "--rdzv-conf", "nokey", "--", "true"],
     ["--nproc-per-node", "1", "--tee", "7", "--", "true"],

@@ -112,6 +112,11 @@ TEST_CASE("each rank's variables, and merging them over the inherited environmen
   }
   CHECK(vars.size() == 29);  // and DCOMM_RUN_TTY
 
+  // Elastic: the ranks' store keys follow the round (DCOMM_RESTART_COUNT), torchrun's count the restarts used.
+  round.restarts_used = 1;
+  vars = rank_variables(o, round, 1);
+  CHECK((has("DCOMM_RESTART_COUNT=2") && has("TORCHELASTIC_RESTART_COUNT=1")));
+
   std::vector<std::string> merged = merge_environment({"PATH=/bin", "RANK=99", "A=b=c"}, {"RANK=7", "NEW=1"});
   CHECK(merged == std::vector<std::string>{"PATH=/bin", "A=b=c", "RANK=7", "NEW=1"});
 }

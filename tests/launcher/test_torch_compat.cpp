@@ -23,13 +23,26 @@ bool contains(const std::string& text, const std::string& part) { return text.fi
 
 }  // namespace
 
-TEST_CASE("torchrun: --nnodes N, N:N; elastic MIN:MAX refused") {
+TEST_CASE("torchrun: --nnodes N, N:N, elastic MIN:MAX and its bad forms") {
   CHECK(parse({"--nproc-per-node", "1", "--nnodes", "2:2", "--node-rank", "1", "--", "p"}).nnodes == 2);
   CHECK(parse({"--nproc-per-node", "1", "--nnodes", "3", "--node-rank", "2", "--", "p"}).nnodes == 3);
-  std::string e = parse_error({"--nproc-per-node", "1", "--nnodes", "1:4", "--", "p"});
-  CHECK(contains(e, "--nnodes 1:4: elastic membership (between 1 and 4 nodes) is not supported"));
-  CHECK(contains(e, "give --nnodes N"));
+  LaunchOptions e = parse({"--nproc-per-node", "1", "--nnodes", "2:4", "--rdzv-conf", "last_call_timeout=2,join_timeout=9",
+                           "--monitor-interval", "0.5", "--", "p"});
+  CHECK((e.elastic() && e.nnodes_min == 2 && e.nnodes == 4));
+  CHECK((e.last_call_timeout == std::chrono::seconds(2) && e.rdzv_timeout == std::chrono::seconds(9)));
+  CHECK(e.monitor_interval == std::chrono::milliseconds(500));
+  CHECK(!parse({"--nproc-per-node", "1", "--nnodes", "3:3", "--node-rank", "2", "--", "p"}).elastic());
   CHECK(contains(parse_error({"--nproc-per-node", "1", "--nnodes", "2:x", "--", "p"}), "not N or MIN:MAX"));
+  for (const char* bad : {":3", "2:", "1:2:3", "-1:2", "a:b", " 1:2"}) {
+    INFO(bad);
+    CHECK(contains(parse_error({"--nproc-per-node", "1", "--nnodes", bad, "--", "p"}), "not N or MIN:MAX"));
+  }
+  CHECK(contains(parse_error({"--nproc-per-node", "1", "--nnodes", "3:2", "--", "p"}),
+                 "--nnodes 3:2: MIN:MAX needs 1 <= MIN <= MAX (got MIN 3, MAX 2)"));
+  CHECK(contains(parse_error({"--nproc-per-node", "1", "--nnodes", "0:2", "--", "p"}), "needs 1 <= MIN <= MAX"));
+  CHECK(contains(parse_error({"--nproc-per-node", "1", "--nnodes", "1:2", "--node-rank", "1", "--", "p"}),
+                 "node ranks are assigned at each rendezvous round"));
+  CHECK(contains(parse_error({"--nproc-per-node", "1", "--nnodes", "1:2", "--standalone", "--", "p"}), "--standalone"));
 }
 
 TEST_CASE("torchrun: --nproc-per-node count, cpu, gpu, auto") {

@@ -24,7 +24,7 @@ def case_torch_env():
 
 
 def case_torch_nproc():
-    """--nproc-per-node cpu|auto|gpu and --nnodes N:N."""
+    """--nproc-per-node cpu|auto|gpu, --nnodes N:N, and a bad MIN:MAX (elastic runs: elastic_tests.py)."""
     cpus = len(os.sched_getaffinity(0))
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
     r = run(["--nproc-per-node", "cpu", "--nnodes", "1:1", "--", lt.PROBE, "env"], env=env)
@@ -34,9 +34,9 @@ def case_torch_nproc():
     check(r.returncode == 2 and "no GPU is visible" in r.stderr, "--nproc-per-node gpu without a GPU", r)
     env["CUDA_VISIBLE_DEVICES"] = "0,1"
     check_env(run(["--nproc-per-node", "gpu", "--", lt.PROBE, "env"], env=env), 2)
-    r = run(["--nproc-per-node", "1", "--nnodes", "1:3", "--", lt.PROBE, "env"])
-    check(r.returncode == 2 and "elastic membership (between 1 and 3 nodes) is not supported" in r.stderr,
-          "elastic --nnodes refused with a clear line", r)
+    r = run(["--nproc-per-node", "1", "--nnodes", "3:1", "--", lt.PROBE, "env"])
+    check(r.returncode == 2 and r.stderr == "dcomm-run: error: --nnodes 3:1: MIN:MAX needs 1 <= MIN <= MAX (got MIN 3, "
+          "MAX 1)\n", "a bad MIN:MAX refused with a clear line", r)
 
 
 def read(path):

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 
+#include "tests/runtime/group_algorithms.hpp"
 #include "tests/runtime/invalid_calls.hpp"
 
 int main(int argc, char** argv) {
@@ -21,7 +22,7 @@ int main(int argc, char** argv) {
       if (sub) tried += dcomm::test::check_invalid_calls(*sub, failures, {.only = only});
     }
     // Every all_reduce algorithm, riding on the check or not (shm_direct's check is its first barrier).
-    for (const std::string& algo : dcomm::algorithms(dcomm::Collective::kAllReduce)) {
+    for (const std::string& algo : dcomm::test::algorithms_for_group(*pg, dcomm::Collective::kAllReduce)) {
       tried += dcomm::test::check_invalid_calls(*pg, failures, {.only = "all_reduce with a null", .algorithm = algo});
     }
     if (only.empty()) dcomm::test::check_overflowing_counts(*pg, failures);

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <thread>
 
+#include "tests/runtime/group_algorithms.hpp"
 #include "tests/runtime/ranks.hpp"
 
 using namespace dcomm;
@@ -54,6 +55,15 @@ TEST_CASE("every algorithm can be forced per call and per group, and unknown nam
       for (std::size_t i = 0; i < x.size(); ++i) x[i] = value_of(pg.rank(), i);
       CollectiveOptions o;
       o.algorithm = name;
+      if (test::unfit_for_group(pg, Collective::kAllReduce, name)) {  // hier: these ranks share one node
+        try {
+          pg.all_reduce(Buffer(x), ReduceOp::kSum, o);
+          f.push_back(name + " ran on a group it is not for");
+        } catch (const InvalidUsageError& e) {
+          RANK_EXPECT(f, std::string(e.what()).find("does not handle this call") != std::string::npos, e.what());
+        }
+        continue;
+      }
       pg.all_reduce(Buffer(x), ReduceOp::kSum, o);
       for (std::size_t i = 0; i < x.size(); ++i) RANK_EXPECT(f, x[i] == sum_over_ranks(5, i), name + " result");
     }

@@ -11,16 +11,13 @@
 #include <dcomm/store.hpp>
 #include <fmt/format.h>
 
+#include "tools/run/elastic_agent.hpp"
 #include "tools/run/node_rendezvous.hpp"
 #include "tools/run/rank_records.hpp"
 #include "tools/run/store_secret.hpp"
 #include "tools/run/supervisor.hpp"
 
 namespace dcomm::run {
-namespace {
-
-// How long node 0's launcher keeps the store up, beyond the grace period, for the other launchers to finish.
-constexpr Duration kFinishBound = std::chrono::seconds(30);
 
 std::string this_host() {
   char name[256] = {};
@@ -33,6 +30,8 @@ std::string new_run_id() {
   std::uniform_int_distribution<uint64_t> dist;
   return fmt::format("{:016x}", dist(rd) ^ (static_cast<uint64_t>(::getpid()) << 32));
 }
+
+namespace {
 
 // The port torch's env:// store gets (MASTER_PORT). One node: a port free right now on this host (as torchrun
 // picks one). Several nodes must agree without talking: the store's port + 1.
@@ -52,6 +51,8 @@ int torch_port(const LaunchOptions& options, int store_port) {
   return port > 0 ? port : store_port + 1;
 }
 
+}  // namespace
+
 void print_line(const std::string& line) {
   std::string s = line + "\n";
   std::fputs(s.c_str(), stderr);
@@ -63,7 +64,6 @@ int interrupted(int sig, const char* when) {
   return kExitSignalBase + sig;
 }
 
-// Tells the other nodes that this node's ranks could not start, so that they stop theirs instead of waiting.
 void report_cannot_start(const LaunchOptions& options, NodeLink& link, int round, const std::string& host,
                          const std::string& why) {
   RankExit e;
@@ -79,6 +79,8 @@ void report_cannot_start(const LaunchOptions& options, NodeLink& link, int round
     // The store is gone too: the other nodes notice that instead.
   }
 }
+
+namespace {
 
 // The rounds of ranks: run one, and while it failed and restarts remain, run the next.
 int run_rounds(const LaunchOptions& options, Supervisor& supervisor, NodeRendezvous* link, const std::string& host,
@@ -129,6 +131,7 @@ int run_rounds(const LaunchOptions& options, Supervisor& supervisor, NodeRendezv
 }  // namespace
 
 int run_launcher(const LaunchOptions& options, SignalWatcher& signals) {
+  if (options.elastic()) return run_elastic(options, signals);
   const std::string host = this_host();
   RoundInfo round;
   round.master_addr = options.master_addr;

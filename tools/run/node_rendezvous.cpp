@@ -23,7 +23,8 @@ constexpr Duration kHeartbeatInterval = std::chrono::seconds(1);
 
 std::string round_key(int round, const char* what) { return fmt::format("round/{}/{}", round, what); }
 
-// Sleeps up to kPollInterval; throws Interrupted when a signal to forward arrives meanwhile.
+}  // namespace
+
 void pause_or_interrupt(SignalWatcher& signals) {
   pollfd p{signals.fd(), POLLIN, 0};
   ::poll(&p, 1, static_cast<int>(kPollInterval.count()));
@@ -32,10 +33,8 @@ void pause_or_interrupt(SignalWatcher& signals) {
   }
 }
 
-}  // namespace
-
 std::shared_ptr<Store> connect_store(const std::string& addr, int port, Duration timeout, SignalWatcher& signals,
-                                     TcpStoreOptions opts) {
+                                     TcpStoreOptions opts, const std::string& hint) {
   Deadline deadline = Deadline::after(timeout);
   while (true) {
     opts.timeout = std::min(kConnectSlice, std::max(deadline.remaining(), Duration(1)));
@@ -47,10 +46,9 @@ std::shared_ptr<Store> connect_store(const std::string& addr, int port, Duration
       // The attempts are sliced (kConnectSlice) for the signals' sake; their own messages describe one slice, so
       // the user gets one sentence about the whole wait and the reason it fails now.
       if (deadline.expired()) {
-        throw LaunchError(fmt::format("no store at {}:{} after {} (--rdzv-timeout {}): {}; is node 0's dcomm-run "
-                                      "running, with the same --master-addr/--master-port?",
-                                      addr, port, format_duration(deadline.elapsed()), format_duration(timeout),
-                                      unreachable_reason(addr, port)));
+        throw LaunchError(fmt::format("no store at {}:{} after {} (--rdzv-timeout {}): {}; {}", addr, port,
+                                      format_duration(deadline.elapsed()), format_duration(timeout),
+                                      unreachable_reason(addr, port), hint));
       }
     }
     pause_or_interrupt(signals);

@@ -36,10 +36,15 @@ class LaunchError : public std::runtime_error {
   explicit LaunchError(const std::string& message) : std::runtime_error(message) {}
 };
 
+/// Sleeps up to a short poll interval (100 ms); throws Interrupted when a signal to forward arrives meanwhile.
+void pause_or_interrupt(SignalWatcher& signals);
+
 /// Connects to the store at addr:port with `opts` (secret, job), retrying until `timeout` but giving up at once on
-/// a forwarded signal.
+/// a forwarded signal. `hint`: what to check when no store answers.
 std::shared_ptr<Store> connect_store(const std::string& addr, int port, Duration timeout, SignalWatcher& signals,
-                                     TcpStoreOptions opts);
+                                     TcpStoreOptions opts,
+                                     const std::string& hint = "is node 0's dcomm-run running, with the same "
+                                                               "--master-addr/--master-port?");
 
 class NodeRendezvous final : public NodeLink {
  public:

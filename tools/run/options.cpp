@@ -22,12 +22,17 @@ Duration seconds_option(const char* name, double seconds, bool allow_zero) {
 }
 
 // Cross-option rules CLI11 cannot express; each message names the options involved.
-void validate(LaunchOptions& o, bool port_given, bool addr_given) {
+void validate(LaunchOptions& o, bool port_given, bool addr_given, bool node_rank_given) {
   if (o.command.empty()) throw UsageError("no program to run; usage: dcomm-run [options] -- program [args...]");
   if (o.nproc_per_node <= 0) {
     throw UsageError(fmt::format("--nproc-per-node must be at least 1 (got {})", o.nproc_per_node));
   }
   if (o.nnodes <= 0) throw UsageError(fmt::format("--nnodes must be at least 1 (got {})", o.nnodes));
+  if (o.elastic() && node_rank_given) {
+    throw UsageError(fmt::format("--node-rank: with --nnodes {}:{} (elastic) node ranks are assigned at each "
+                                 "rendezvous round, in the order the agents joined; drop --node-rank",
+                                 o.nnodes_min, o.nnodes));
+  }
   if (o.node_rank < 0 || o.node_rank >= o.nnodes) {
     throw UsageError(fmt::format("--node-rank must be in [0, {}) for --nnodes {} (got {})", o.nnodes, o.nnodes,
                                  o.node_rank));
@@ -62,6 +67,10 @@ std::string one_line(std::string s) {
 
 }  // namespace
 
+std::string LaunchOptions::nnodes_text() const {
+  return elastic() ? fmt::format("{}:{}", nnodes_min, nnodes) : std::to_string(nnodes);
+}
+
 void parse_endpoint(const std::string& endpoint, std::string* host, int* port) {
   auto bad = [&](const char* why) {
     return UsageError(fmt::format("--rdzv-endpoint '{}' is not host:port ({})", endpoint, why));
@@ -95,7 +104,7 @@ CommandLine parse_command_line(int argc, char** argv) {
   // --nproc-per-node and --nnodes take torchrun's forms (auto|cpu|gpu, MIN:MAX): torch_compat.cpp parses them.
   TorchFlags torch;
   add_torch_flags(app, &torch);
-  app.add_option("--node-rank,--node_rank", o.node_rank, "this node's rank in [0, nnodes) (default 0)");
+  auto* node_rank = app.add_option("--node-rank,--node_rank", o.node_rank, "this node's rank in [0, nnodes) (default 0)");
   auto* addr = app.add_option("--master-addr,--master_addr", o.master_addr,
                               "the store's address; node 0 hosts it there (default 127.0.0.1)");
   auto* port = app.add_option("--master-port,--master_port", o.master_port,
@@ -148,7 +157,7 @@ CommandLine parse_command_line(int argc, char** argv) {
     // meaning); without it, a store that already runs there (dcomm-run's own meaning).
     o.host_store = !o.torch.rdzv_backend.empty();
   }
-  validate(o, port->count() > 0 || !endpoint.empty(), addr->count() > 0);
+  validate(o, port->count() > 0 || !endpoint.empty(), addr->count() > 0, node_rank->count() > 0);
   return out;
 }
 

@@ -16,7 +16,11 @@ inline constexpr int kDefaultMasterPort = 29500;
 
 struct LaunchOptions {
   int nproc_per_node = 1;
+  /// Nodes in the world; with --nnodes MIN:MAX (elastic, MIN < MAX) the most (MAX), and each round's own count is
+  /// set per round (elastic_agent.hpp).
   int nnodes = 1;
+  /// Elastic: the fewest nodes a round starts with (MIN of --nnodes MIN:MAX); 0 or nnodes when not elastic.
+  int nnodes_min = 0;
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
   /// 0: pick a free port (single node only).
@@ -35,12 +39,20 @@ struct LaunchOptions {
   Duration rdzv_timeout = std::chrono::seconds(300);
   /// Node 0's launcher declares another node's launcher lost after this long without its heartbeat.
   Duration node_timeout = std::chrono::seconds(30);
+  /// Elastic: once MIN nodes joined a round, how long it stays open for more (--rdzv-conf last_call_timeout).
+  Duration last_call_timeout = std::chrono::seconds(30);
+  /// Elastic: how often running agents look for an agent waiting to join (--monitor-interval).
+  Duration monitor_interval = std::chrono::milliseconds(100);
   std::string host_id;
   bool prefix_output = true;
   TorchSettings torch;               ///< torchrun's options without a dcomm-run spelling (torch_compat.hpp)
   std::vector<std::string> command;  ///< the program and its arguments
 
   int world_size() const { return nnodes * nproc_per_node; }
+  /// --nnodes MIN:MAX with MIN < MAX: node ranks are assigned at each rendezvous round (elastic_agent.hpp).
+  bool elastic() const { return nnodes_min > 0 && nnodes_min < nnodes; }
+  /// --nnodes as given: "2", or "1:4" when elastic.
+  std::string nnodes_text() const;
 };
 
 /// A bad command line. main() prints it as one "dcomm-run: error: ..." line and exits 2.

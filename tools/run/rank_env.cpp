@@ -36,7 +36,9 @@ std::vector<std::string> rank_variables(const LaunchOptions& o, const RoundInfo&
       {nullptr, "DCOMM_MASTER_PORT", std::to_string(round.master_port)},
       // torch's env:// has rank 0 host a TCPStore at MASTER_PORT: a port of its own, not dcomm's store.
       {"MASTER_PORT", nullptr, std::to_string(round.torch_port)},
-      {"TORCHELASTIC_RESTART_COUNT", "DCOMM_RESTART_COUNT", std::to_string(round.restart_count)},
+      {nullptr, "DCOMM_RESTART_COUNT", std::to_string(round.restart_count)},
+      {"TORCHELASTIC_RESTART_COUNT", nullptr,
+       std::to_string(round.restarts_used >= 0 ? round.restarts_used : round.restart_count)},
       {nullptr, "DCOMM_RUN_ID", round.run_id},
   };
   std::vector<std::pair<const char*, std::string>> vars;

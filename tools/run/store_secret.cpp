@@ -21,7 +21,7 @@ std::string launch_secret(const LaunchOptions& o) {
   // the store: the launchers need one they already share.
   throw UsageError(fmt::format("--nnodes {} needs a store secret shared by every node's dcomm-run (node 0's store "
                                "listens on {}:{}); {}",
-                               o.nnodes, o.master_addr, o.master_port, rdzv::kSecretHowTo));
+                               o.nnodes_text(), o.master_addr, o.master_port, rdzv::kSecretHowTo));
 }
 
 std::string job_run_id(const std::string& run_id) { return run_id.empty() ? "" : "DCOMM_RUN_ID=" + run_id; }
@@ -32,7 +32,8 @@ TcpStoreOptions store_options(const LaunchOptions& o, const std::string& secret,
   // Chosen explicitly (DCOMM_STORE_INSECURE=1) or the store is another's: no secret to require.
   opts.allow_unauthenticated = secret.empty();
   opts.run_id = job_run_id(run_id);
-  opts.world_size = o.world_size();
+  // An elastic world's size changes from round to round: the server cannot hold its clients to one.
+  opts.world_size = o.elastic() ? 0 : o.world_size();
   return opts;
 }
 

@@ -71,7 +71,7 @@ std::string encode_exit(const RankExit& e) {
   nlohmann::json j = {{"rank", e.rank},   {"local_rank", e.local_rank}, {"node_rank", e.node_rank},
                       {"host", e.host},   {"pid", e.pid},               {"signaled", e.signaled},
                       {"code", e.code},   {"stderr_tail", e.stderr_tail}, {"note", e.note},
-                      {"stalled", e.stalled}};
+                      {"stalled", e.stalled}, {"rejoin", e.rejoin}};
   return j.dump();
 }
 
@@ -93,6 +93,7 @@ RankExit decode_exit(const std::string& text) {
   e.stderr_tail = j.value("stderr_tail", std::vector<std::string>{});
   e.note = j.value("note", std::string());
   e.stalled = j.value("stalled", std::string());
+  e.rejoin = j.value("rejoin", false);
   return e;
 }
 

@@ -32,6 +32,9 @@ struct RankExit {
   /// Set when the rank was stopped by a signal before the round's first failure and never resumed: it is the
   /// root cause of its peers' timeouts ("stopped by signal 19 (SIGSTOP) 10.2 s before the first failure ...").
   std::string stalled;
+  /// Elastic: not a failure but a membership change (an agent waits to join and there is room): every node stops
+  /// its ranks and rendezvouses again, without using a restart. `note` says who waits.
+  bool rejoin = false;
 
   bool failed() const { return signaled || code != 0; }
 };

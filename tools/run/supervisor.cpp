@@ -170,6 +170,8 @@ void Supervisor::poll_link(State& s) {
     if (!s.stopping) {
       if (auto remote = link_->first_failure(s.round); remote && s.result.failures.empty()) {
         record_failure(s, *remote);
+        // A membership change is no rank's failure: nothing to wait for, stop the ranks now.
+        if (remote->rejoin) begin_stop(s, SIGTERM);
         schedule_stop(s);
       }
     }

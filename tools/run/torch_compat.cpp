@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <thread>
+#include <tuple>
 
 namespace dcomm::run {
 namespace {
@@ -20,10 +21,9 @@ constexpr const char* kPython = "python3";
 
 // --rdzv-conf keys: those that set a dcomm-run bound, and those torchrun's backends read that have no meaning
 // for dcomm-run's store (accepted so that a torchrun command line works, with no effect).
-constexpr const char* kConfTimeoutKeys[] = {"join_timeout", "timeout"};
-constexpr const char* kConfIgnoredKeys[] = {
-    "last_call_timeout", "close_timeout",       "read_timeout",           "is_host",   "store_type",
-    "use_libuv",         "keep_alive_interval", "keep_alive_max_attempt", "heartbeat", "local_addr"};
+constexpr const char* kConfTimeoutKeys[] = {"join_timeout", "timeout", "last_call_timeout"};
+constexpr const char* kConfIgnoredKeys[] = {"close_timeout", "read_timeout",           "is_host",   "store_type", "use_libuv",
+                                            "keep_alive_interval", "keep_alive_max_attempt", "heartbeat", "local_addr"};
 
 bool parse_int(const std::string& text, int* out) {
   if (text.empty() || text.size() > 9 || text.find_first_not_of("0123456789") != std::string::npos) return false;
@@ -83,7 +83,7 @@ void apply_rdzv_conf(const std::string& conf, LaunchOptions* o) {
       if (!parse_int(value, &seconds) || seconds <= 0) {
         throw UsageError(fmt::format("--rdzv-conf {}={}: expected a positive number of seconds", key, value));
       }
-      o->rdzv_timeout = std::chrono::seconds(seconds);
+      (key == "last_call_timeout" ? o->last_call_timeout : o->rdzv_timeout) = std::chrono::seconds(seconds);
     } else if (std::find(std::begin(kConfIgnoredKeys), std::end(kConfIgnoredKeys), key) == std::end(kConfIgnoredKeys)) {
       std::string known;
       for (const char* k : kConfTimeoutKeys) known += fmt::format("{}{}", known.empty() ? "" : ", ", k);
@@ -121,23 +121,20 @@ void rewrite_command(const TorchFlags& f, std::vector<std::string>* command) {
 
 }  // namespace
 
-int parse_nnodes(const std::string& text) {
+std::pair<int, int> parse_nnodes(const std::string& text) {
   auto colon = text.find(':');
   int min = 0, max = 0;
   if (colon == std::string::npos) {
     if (!parse_int(text, &min)) throw UsageError(fmt::format("--nnodes '{}' is not a number of nodes", text));
-    return min;
+    return {min, min};
   }
   if (!parse_int(text.substr(0, colon), &min) || !parse_int(text.substr(colon + 1), &max)) {
-    throw UsageError(fmt::format("--nnodes '{}' is not N or MIN:MAX", text));
+    throw UsageError(fmt::format("--nnodes '{}' is not N or MIN:MAX (e.g. 2:4)", text));
   }
-  if (min != max) {
-    throw UsageError(
-        fmt::format("--nnodes {}: elastic membership (between {} and {} nodes) is not supported; "
-                    "dcomm-run starts a fixed number of nodes: give --nnodes N (or {}:{})",
-                    text, min, max, max, max));
+  if (min < 1 || min > max) {
+    throw UsageError(fmt::format("--nnodes {}: MIN:MAX needs 1 <= MIN <= MAX (got MIN {}, MAX {})", text, min, max));
   }
-  return min;
+  return {min, max};
 }
 
 int parse_nproc_per_node(const std::string& text) {
@@ -190,14 +187,14 @@ StreamSpec parse_streams(const char* flag, const std::string& text) {
 void add_torch_flags(CLI::App& app, TorchFlags* f) {
   app.add_option("--nproc-per-node,--nproc_per_node", f->nproc_per_node,
                  "ranks to start on this node: a count, or auto, cpu, gpu (as torchrun); required");
-  app.add_option("--nnodes", f->nnodes, "nodes in the world: N, or N:N (default 1; elastic MIN:MAX is refused)");
+  app.add_option("--nnodes", f->nnodes, "nodes in the world: N, or MIN:MAX (elastic: rounds of MIN to MAX nodes)");
   app.add_option("--rdzv-backend,--rdzv_backend", f->rdzv_backend,
                  "c10d or static: node 0's launcher hosts the store at --rdzv-endpoint (as torchrun)");
   app.add_option("--rdzv-id,--rdzv_id", f->rdzv_id, "the job's id, exported as TORCHELASTIC_RUN_ID");
   app.add_option("--rdzv-conf,--rdzv_conf", f->rdzv_conf,
-                 "key=value,...: join_timeout (or timeout) sets --rdzv-timeout; torchrun's other keys are accepted");
+                 "key=value,...: join_timeout (or timeout) sets --rdzv-timeout, last_call_timeout (elastic); torchrun's other keys are accepted");
   app.add_option("--monitor-interval,--monitor_interval", f->monitor_interval_s,
-                 "accepted for torchrun; dcomm-run sees rank exits as they happen");
+                 "elastic: seconds between looks for an agent waiting to join (rank exits are seen at once)");
   app.add_option("--redirects,-r", f->redirects, "streams to write to the log files only: 0-3 or 0:1,1:2 (torchrun)");
   app.add_option("--tee,-t", f->tee, "streams to write to the log files and the console: 0-3 or 0:1,1:2 (torchrun)");
   app.add_option("--log-dir,--log_dir", f->log_dir,
@@ -211,7 +208,7 @@ void add_torch_flags(CLI::App& app, TorchFlags* f) {
 }
 
 void apply_torch_flags(const TorchFlags& f, LaunchOptions* o) {
-  o->nnodes = parse_nnodes(f.nnodes);
+  std::tie(o->nnodes_min, o->nnodes) = parse_nnodes(f.nnodes);
   o->nproc_per_node = parse_nproc_per_node(f.nproc_per_node);
   if (!f.rdzv_backend.empty() && f.rdzv_backend != "c10d" && f.rdzv_backend != "static") {
     throw UsageError(
@@ -223,6 +220,7 @@ void apply_torch_flags(const TorchFlags& f, LaunchOptions* o) {
     throw UsageError(
         fmt::format("--monitor-interval must be a positive number of seconds (got {})", f.monitor_interval_s));
   }
+  o->monitor_interval = std::chrono::duration_cast<Duration>(std::chrono::duration<double>(f.monitor_interval_s));
   if (f.role.empty()) throw UsageError("--role must not be empty");
   apply_rdzv_conf(f.rdzv_conf, o);
   TorchSettings& t = o->torch;

@@ -42,8 +42,9 @@ void add_torch_flags(CLI::App& app, TorchFlags* flags);
 /// torch settings, the command). Throws UsageError naming the flag, the value and what is accepted.
 void apply_torch_flags(const TorchFlags& flags, LaunchOptions* o);
 
-/// "2" or "2:2" -> 2; "1:4" (elastic) is refused: dcomm-run needs a fixed number of nodes.
-int parse_nnodes(const std::string& text);
+/// --nnodes as {MIN, MAX}: "2" or "2:2" -> {2, 2}; "1:4" -> {1, 4} (elastic). Throws UsageError for anything
+/// else (0, MIN > MAX, "2:", "a:b").
+std::pair<int, int> parse_nnodes(const std::string& text);
 /// A count, or torchrun's "cpu" (cores this process may use), "gpu" (GPUs visible), "auto" (gpu if any, else cpu).
 int parse_nproc_per_node(const std::string& text);
 /// torchrun's --redirects/--tee value: "0".."3", or per local rank "0:1,2:3".

@@ -13,15 +13,15 @@ constexpr uint64_t kMaxCmaPiece = uint64_t{1} << 30;
 constexpr uint64_t kProbeValue = 0x5eed0fdc0117a11full;
 volatile uint64_t g_probe = kProbeValue;
 
-}  // namespace
-
-int cma_read(pid_t pid, void* dst, uint64_t addr, uint64_t bytes) {
+// One loop for both directions: `local_buf` is the buffer in this process, `addr` the one in `pid`.
+int cma_move(pid_t pid, char* local_buf, uint64_t addr, uint64_t bytes, bool write) {
   uint64_t done = 0;
   while (done < bytes) {
     uint64_t piece = std::min(bytes - done, kMaxCmaPiece);
-    iovec local{static_cast<char*>(dst) + done, piece};
+    iovec local{local_buf + done, piece};
     iovec remote{reinterpret_cast<void*>(addr + done), piece};
-    ssize_t n = ::process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    ssize_t n = write ? ::process_vm_writev(pid, &local, 1, &remote, 1, 0)
+                      : ::process_vm_readv(pid, &local, 1, &remote, 1, 0);
     if (n < 0) {
       if (errno == EINTR) continue;
       return errno;
@@ -30,6 +30,17 @@ int cma_read(pid_t pid, void* dst, uint64_t addr, uint64_t bytes) {
     done += static_cast<uint64_t>(n);
   }
   return 0;
+}
+
+}  // namespace
+
+int cma_read(pid_t pid, void* dst, uint64_t addr, uint64_t bytes) {
+  return cma_move(pid, static_cast<char*>(dst), addr, bytes, false);
+}
+
+int cma_write(pid_t pid, uint64_t addr, const void* src, uint64_t bytes) {
+  // process_vm_writev takes a non-const local iovec but only reads from it.
+  return cma_move(pid, const_cast<char*>(static_cast<const char*>(src)), addr, bytes, true);
 }
 
 int cma_probe(pid_t pid, uint64_t addr, uint64_t expect) {

@@ -14,6 +14,10 @@ namespace dcomm::transport::shm {
 /// Reads `bytes` from `addr` in process `pid` into `dst`, looping over partial reads. Returns 0 or an errno.
 int cma_read(pid_t pid, void* dst, uint64_t addr, uint64_t bytes);
 
+/// Writes `bytes` from `src` to `addr` in process `pid` (process_vm_writev), looping over partial writes.
+/// Returns 0 or an errno.
+int cma_write(pid_t pid, uint64_t addr, const void* src, uint64_t bytes);
+
 /// Whether this process can read `pid`'s memory: reads the 8 bytes at `addr` and compares them with `expect`.
 /// Returns 0 when it works, else the errno (EPERM, ESRCH, ...) or EFAULT for a wrong value.
 int cma_probe(pid_t pid, uint64_t addr, uint64_t expect);

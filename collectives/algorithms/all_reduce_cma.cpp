@@ -1,0 +1,85 @@
+// all_reduce[cma]: one node, single copies with cross-memory attach (collectives/cma_slices.hpp).
+//   1. Every rank sends every other its buffers' addresses (the group's first call also agrees that every rank
+//      may read every other's memory; where one may not, every rank runs ring instead, from then on).
+//   2. Rank r reduces slice r of P straight from the other ranks' inputs, in cache-sized pieces, and writes each
+//      reduced piece, still in cache, into every rank's output.
+//   3. Every rank tells every other it is done (or how it failed), so that none returns while another still
+//      reads its input or writes its output.
+// The engine does not copy the input into the output first (takes_input). Memory traffic per rank, n bytes:
+// reads n, writes n (the pieces read from the others stay in cache): 2n, where shm_direct moves
+// 4n + (5P-1)/P·n (8.5n at P=2: the engine's copy, into the window, the reduction, back, out) and is capped at
+// 16 MiB, and ring moves its messages through the shm transport's single copies plus the reductions.
+// Cost: the call check's rounds (they carry the addresses), one round of P-1 small messages, 2(P-1) system
+// calls per 256 KiB piece of a slice, 2(P-1)/P·n bytes through them (priced β like the shm transport's large
+// messages, which are such copies too), and 2n bytes of memory traffic, priced 0.5·nγ (γ stands for the ~4
+// bytes of traffic a byte reduced costs: two read, one written, one allocated).
+// Selected by name only: on the VM measured, process_vm_readv moves 2.5-4.7 GB/s (about 1 µs a 4 KiB page,
+// pinned one by one) where memcpy moves 13-20 GB/s, so shm_direct's rounds through cache-resident windows,
+// with the same 2n of memory traffic, are faster at every size. Where cross-memory attach is cheap (bare
+// metal, huge pages) it may not be: `--algo cma` measures it.
+// Only for groups on one host and host memory.
+
+#include <cmath>
+
+#include "collectives/algorithms/algorithms.hpp"
+#include "collectives/cma_slices.hpp"
+#include "collectives/primitives.hpp"
+#include "collectives/shm_segments.hpp"
+
+namespace dcomm::coll {
+
+namespace {
+
+constexpr uint32_t kFallbackStep = 1000;  // above the steps cma_reduce uses
+
+struct State final : AlgorithmState {
+  CmaUse use = CmaUse::kUnknown;
+};
+
+void ring_instead(Context& c) {
+  if (c.input != c.work) c.copy(c.work, c.input, c.work_count);
+  std::vector<pattern::Block> blocks = pattern::even_blocks(c.work_count, c.size());
+  ring_pass(c, c.work, blocks, 0, /*reduce=*/true, kFallbackStep);
+  ring_pass(c, c.work, blocks, 0, /*reduce=*/false, kFallbackStep + 1);
+}
+
+}  // namespace
+
+bool supports_cma(const Args& args, const GroupView& view) {
+  // Not DCOMM_SHM_CMA: every rank must choose alike whatever its environment; the first call agrees on it.
+  return args.send.device.is_host() && group_on_one_host(view);
+}
+
+void run_all_reduce_cma(Context& c) {
+  if (c.size() == 1) {
+    if (c.input != c.work) c.copy(c.work, c.input, c.work_count);
+    return;
+  }
+  if (!*c.state) *c.state = std::make_unique<State>();
+  if (!cma_reduce(c, static_cast<State&>(**c.state).use, -1, 0)) ring_instead(c);
+}
+
+double cost_cma(const CostParams& p, double n, int size, double cma_bytes) {
+  // The check's rounds carry the addresses; then the finishing round of P-1 small messages, per piece of a
+  // slice P-1 reads and as many writes (system calls priced like half a message each), the bytes they move
+  // priced like the shm transport's large messages (β: they are its single copies too), and 2n bytes of memory
+  // traffic at 0.5·nγ.
+  const double pieces = std::ceil(n / size / kCmaPieceBytes);
+  return call_check_cost(p, size) + (1.0 + 0.25 * (size - 2)) * p.alpha + pieces * (size - 1) * p.alpha +
+         cma_bytes * p.beta + 0.5 * n * p.gamma;
+}
+
+double cost_all_reduce_cma(const CostParams& p, double n, int size) {
+  return cost_cma(p, n, size, 2.0 * fraction(size) * n);  // reads the others' parts of its slice, writes it back
+}
+
+namespace {
+// This algorithm's row of the table (collectives/registry.hpp), registered before main().
+const Registration kRow{{Collective::kAllReduce, "cma",
+                         "one node: each rank reduces its slice from the others' inputs and writes it into their "
+                         "outputs, single copies with process_vm_readv/writev",
+                         supports_cma, run_all_reduce_cma, cost_all_reduce_cma, /*fuses_check=*/true, /*by_name_only=*/true,
+                         /*takes_input=*/true}};
+}  // namespace
+
+}  // namespace dcomm::coll

@@ -1,0 +1,53 @@
+// reduce[cma]: one node, single copies with cross-memory attach (collectives/cma_slices.hpp).
+//   1. Every rank sends every other its buffers' addresses (the group's first call also agrees that every rank
+//      may read every other's memory; where one may not, every rank runs binomial instead, from then on).
+//   2. Rank r reduces slice r of P straight from the other ranks' inputs, in cache-sized pieces, and writes each
+//      reduced piece, still in cache, into the root's output.
+//   3. Every rank tells every other it is done (or how it failed), so that none returns while another still
+//      reads its input.
+// The engine does not copy the input first (takes_input). Memory traffic per rank: reads n, writes n/P; the
+// root's output is written once. binomial at P=2 moves 7n on the root (the engine's copy, the received copy,
+// the reduction's reads and write), half of it through the transport's cross-memory attach. Priced like
+// all_reduce[cma] with (P-1)/P·n + n/P bytes through process_vm_readv/writev.
+// Only for groups on one host and host memory.
+
+#include "collectives/algorithms/algorithms.hpp"
+#include "collectives/cma_slices.hpp"
+#include "collectives/primitives.hpp"
+
+namespace dcomm::coll {
+
+namespace {
+
+constexpr uint32_t kFallbackStep = 1000;  // above the steps cma_reduce uses
+
+struct State final : AlgorithmState {
+  CmaUse use = CmaUse::kUnknown;
+};
+
+}  // namespace
+
+void run_reduce_cma(Context& c) {
+  if (c.size() > 1) {
+    if (!*c.state) *c.state = std::make_unique<State>();
+    if (cma_reduce(c, static_cast<State&>(**c.state).use, c.args.root, 0)) return;
+  }
+  if (c.input != c.work) c.copy(c.work, c.input, c.work_count);
+  if (c.size() > 1) binomial_reduce(c, c.work, c.work_count, c.args.root, kFallbackStep);
+}
+
+double cost_reduce_cma(const CostParams& p, double n, int size) {
+  // Reads the others' parts of its slice, writes its slice to the root (the root's own stays local).
+  return cost_cma(p, n, size, (fraction(size) + 1.0 / size) * n);
+}
+
+namespace {
+// This algorithm's row of the table (collectives/registry.hpp), registered before main().
+const Registration kRow{{Collective::kReduce, "cma",
+                         "one node: each rank reduces its slice from the others' inputs and writes it into the "
+                         "root's output, single copies with process_vm_readv/writev",
+                         supports_cma, run_reduce_cma, cost_reduce_cma, /*fuses_check=*/true, false,
+                         /*takes_input=*/true}};
+}  // namespace
+
+}  // namespace dcomm::coll

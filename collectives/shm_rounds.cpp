@@ -1,0 +1,152 @@
+// Reduction through shared-memory windows in rounds (see shm_rounds.hpp).
+#include "collectives/shm_rounds.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <climits>
+#include <dcomm/error.hpp>
+#include <functional>
+
+#include "collectives/call_check.hpp"
+#include "collectives/dissemination.hpp"
+#include "collectives/shm_segments.hpp"
+#include "collectives/stream_copy.hpp"
+#include "common/log.hpp"
+
+namespace dcomm::coll {
+
+namespace {
+
+constexpr std::size_t kRoundBytes = kShmRoundBytes;
+constexpr std::size_t kMinCapacity = std::size_t{64} << 10;
+// Calls from this size write their output with non-temporal stores (a quarter of the last-level cache measured:
+// larger outputs would not be read back from it anyway).
+constexpr std::size_t kStreamBytes = std::size_t{8} << 20;
+// The piece a slice is reduced in: its running sum stays in a core's L2 until it is copied out.
+constexpr std::size_t kPieceBytes = std::size_t{256} << 10;
+
+struct Windows final : AlgorithmState {
+  std::unique_ptr<ShmWindows> win;
+  std::size_t capacity = 0;  // bytes per half
+  uint64_t calls = 0;
+  bool unavailable = false;  // a rank could not create its window: the caller's fallback from now on
+};
+
+void barrier(const Context& c, uint32_t step) {
+  agree(c, step, uint8_t{0}, [](uint8_t&, uint8_t) {});
+}
+
+// Collective: (re)creates the windows for at least `bytes` per half. Uses 2⌈log₂P⌉ steps from `step`. Returns
+// false on every rank when any rank could not create its window.
+bool grow(Context& c, Windows& w, std::size_t bytes, uint32_t step) {
+  w.win.reset();
+  std::size_t capacity = std::min(std::max({bytes, kMinCapacity, w.capacity * 2}), kRoundBytes);
+  std::string why;
+  try {
+    w.win = std::make_unique<ShmWindows>(c, 2 * capacity);
+  } catch (const Error& e) {
+    why = e.what();
+  }
+  // Agree on the lowest rank that failed, so that every rank changes course alike.
+  int32_t failed =
+      agree(c, step, why.empty() ? INT32_MAX : c.rank(), [](int32_t& m, int32_t t) { m = std::min(m, t); });
+  if (failed != INT32_MAX) {
+    w.win.reset();
+    if (!why.empty()) DCOMM_WARN("{}; {} falls back to another algorithm on this group", why, c.what);
+    if (c.rank() == 0) {
+      DCOMM_WARN("{}: rank {} could not create its shared-memory window: using another algorithm", c.what, failed);
+    }
+    return false;
+  }
+  w.win->map_peers(c);
+  barrier(c, step + static_cast<uint32_t>(pattern::ceil_log2(c.size())));
+  w.win->unlink_mine();
+  w.capacity = capacity;
+  w.calls = 0;
+  return true;
+}
+
+// Step 2 of a round: slice `mine` (offsets within the round), reduced in rank order piece by piece into this
+// rank's window (where the others will copy it from) and copied on into the output (when this rank has one) while
+// still in cache.
+void reduce_slice(const Context& c, const std::function<char*(int)>& window, const char* input, char* output,
+                  const pattern::Block& mine, bool stream) {
+  const int p = c.size();
+  const std::size_t piece = std::max<std::size_t>(1, std::min(c.chunk_elems(), kPieceBytes / c.esize()));
+  for (std::size_t done = 0; done < mine.count; done += piece) {
+    const std::size_t at = mine.offset + done;
+    const std::size_t len = std::min(piece, mine.count - done);
+    char* acc = c.at(window(c.rank()), at);
+    auto src = [&](int q) { return q == c.rank() ? c.at(input, at) : c.at(window(q), at); };
+    c.copy(acc, src(0), len);
+    for (int q = 1; q < p; ++q) c.reduce(acc, src(q), len);
+    // After the reads: the output may be this rank's input (in place).
+    if (output == nullptr) continue;
+    if (stream) {
+      stream_copy(c.at(output, at), acc, len * c.esize());
+    } else {
+      c.copy(c.at(output, at), acc, len);
+    }
+  }
+}
+
+}  // namespace
+
+bool shm_rounds_reduce(Context& c, int root) {
+  const int p = c.size();
+  const std::size_t n = c.work_count;
+  const auto lg = static_cast<uint32_t>(pattern::ceil_log2(p));
+  const std::size_t round_elems = std::max<std::size_t>(1, kRoundBytes / c.esize());
+  if (!*c.state) *c.state = std::make_unique<Windows>();
+  auto& w = static_cast<Windows&>(**c.state);
+  const std::size_t round_bytes = std::min(n, round_elems) * c.esize();
+  const bool grows = !w.unavailable && round_bytes > w.capacity;
+  // The call check (c.call) is a dissemination, so it can be the first barrier. Where the windows must be set up
+  // first, or are unavailable, it runs before anything else, so that a mismatched call never reaches the setup.
+  const bool check_first = c.call != nullptr && (grows || w.unavailable);
+  if (check_first) check_calls_match(c, c.call);
+  if (grows) w.unavailable = !grow(c, w, round_bytes, 0);
+  if (w.unavailable) return false;
+  const bool receives = root < 0 || root == c.rank();
+
+  // An output larger than the cache is written around it: no read-for-ownership of its lines.
+  const bool stream = n * c.esize() >= kStreamBytes;
+  for (std::size_t start = 0; start < n; start += round_elems) {
+    const std::size_t len = std::min(round_elems, n - start);
+    const bool first = start == 0;
+    // Consecutive rounds use different steps: a rank is never more than one round ahead of another.
+    const uint32_t step = 2 * lg + (w.calls % 2) * 2 * lg;
+    const std::size_t half = (w.calls % 2) * w.capacity;
+    std::function<char*(int)> window = [&](int q) { return w.win->of(q) + half; };
+    const char* input = c.at(c.input, start);
+    char* output = receives ? c.at(c.work, start) : nullptr;
+    const std::vector<pattern::Block> slices = pattern::even_blocks(len, p);
+    const pattern::Block mine = slices[static_cast<std::size_t>(c.rank())];
+    for (int q = 0; q < p; ++q) {
+      const pattern::Block& s = slices[static_cast<std::size_t>(q)];
+      if (q != c.rank()) c.copy(c.at(window(c.rank()), s.offset), c.at(input, s.offset), s.count);
+    }
+    if (first && c.call != nullptr && !check_first) {
+      check_calls_match(c, c.call);  // a mismatched call throws here, before anyone reads a window
+    } else {
+      barrier(c, step);
+    }
+    ++w.calls;  // only a round that got past the check moves on to the other half
+    reduce_slice(c, window, input, output, mine, stream);
+    barrier(c, step + lg);
+    for (int q = 0; q < p && receives; ++q) {
+      const pattern::Block& s = slices[static_cast<std::size_t>(q)];
+      if (q == c.rank()) continue;
+      if (stream) {
+        stream_copy(c.at(output, s.offset), c.at(window(q), s.offset), s.count * c.esize());
+      } else {
+        c.copy(c.at(output, s.offset), c.at(window(q), s.offset), s.count);
+      }
+    }
+  }
+  if (stream) stream_copy_fence();
+  return true;
+}
+
+}  // namespace dcomm::coll

@@ -1,0 +1,155 @@
+// all_reduce and reduce [cma] and [shm_direct] in real processes (cross-memory attach only works
+// between processes as it does here). Two modes:
+//   mp_cma check: sizes at and around every threshold (the 256 KiB piece, slices of exactly one piece, odd
+//     counts, counts not divisible by the world size, shm_direct's 4 MiB rounds and past its old 16 MiB cap;
+//     MP_CMA_NO_ROUNDS set: up to the rounds only), in place and not,
+//     four dtype/op pairs (premul_sum: the engine's copy path), every root;
+//     each rank checks against the serial reference and the ranks compare digests. MP_CMA_DENY_RANK=r makes
+//     rank r refuse cross-memory attach (DCOMM_SHM_CMA=0 in its environment only): the group must agree and
+//     fall back on every rank, with the same results.
+//   mp_cma kill: rank 1 is killed (SIGKILL from a thread of its own) while the group runs 16 MiB all_reduce[cma]
+//     calls, mostly in the middle of single copies; every survivor must print an error naming rank 1 and exit 3.
+//   dcomm-run --nproc-per-node 3 -- mp_cma check|kill
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+#include <thread>
+
+#include <dcomm/dcomm.hpp>
+
+#include "collectives/registry.hpp"
+#include "rendezvous/bootstrap.hpp"
+#include "tests/collectives/cases.hpp"
+#include "transports/peer_table.hpp"
+
+using namespace dcomm;
+using namespace dcomm::coll;
+
+namespace {
+
+std::vector<test::Case> threshold_cases(int size) {
+  const auto p = static_cast<std::size_t>(size);
+  const std::size_t piece = (std::size_t{256} << 10) / 4;  // float32 / int32 elements in one piece
+  std::vector<test::Case> out;
+  std::pair<DType, Reduction> kinds[] = {{DType::kFloat32, ReduceOp::kSum},
+                                         {DType::kInt32, ReduceOp::kMax},
+                                         {DType::kFloat64, ReduceOp::kAvg},
+                                         {DType::kFloat32, Reduction(ReduceOp::kPreMulSum, 0.5)}};
+  uint64_t salt = 7;
+  const std::size_t round = (std::size_t{4} << 20) / 4;   // shm_direct's round (float32 elements)
+  for (std::size_t count : {std::size_t{1}, std::size_t{5}, 3 * p + 1, piece - 1, piece, piece + 1, p * piece - 1,
+                            p * piece, p * piece + 1, round - 1, round, round + 1, 4 * round + 3}) {
+    // 4 rounds and a bit: just past the 16 MiB that shm_direct handled before it worked in rounds.
+    if (count >= round - 1 && std::getenv("MP_CMA_NO_ROUNDS") != nullptr) continue;
+    for (auto& [t, red] : kinds) {
+      // The large counts once each, float32, in place or not and sum or premul_sum in turn: CI time.
+      const bool large = count > 4 * piece;
+      if (large && (t != DType::kFloat32 || (red.op == ReduceOp::kPreMulSum) != (salt % 2 == 0))) continue;
+      for (bool in_place : {false, true}) {
+        // The largest (non-temporal stores in shm_direct) both ways, the others one way.
+        if (large && count < 4 * round && in_place != (count % 2 == 0)) continue;
+        test::Case c;
+        c.dtype = t;
+        c.red = red;
+        c.count = count;
+        c.in_place = in_place;
+        c.root = static_cast<int>(salt % p);
+        c.salt = salt++;
+        out.push_back(c);
+      }
+    }
+  }
+  return out;
+}
+
+int check() {
+  if (const char* deny = std::getenv("MP_CMA_DENY_RANK")) {
+    if (std::getenv("RANK") != nullptr && std::strcmp(std::getenv("RANK"), deny) == 0) setenv("DCOMM_SHM_CMA", "0", 1);
+  }
+  rdzv::Bootstrap boot = rdzv::bootstrap({});
+  const Identity& id = boot.identity;
+  transport::PeerInfo self = transport::local_peer_info(id.rank, id.local_rank, id.node_rank, id.host_id);
+  transport::MeshOptions mopts;
+  mopts.timeout = boot.timeout;
+  GroupView view;
+  view.mesh = transport::Mesh::create(make_prefix_store("mesh/", boot.store), self, id.world_size, mopts);
+  view.rank = id.rank;
+  view.size = id.world_size;
+  view.world_ranks.resize(static_cast<std::size_t>(id.world_size));
+  std::iota(view.world_ranks.begin(), view.world_ranks.end(), 0);
+  auto engine = Engine::create(view);  // the default chunk: pieces of 256 KiB
+  test::RankRecord rec;
+  test::RankState s{*engine, view, rec};
+  int ran = 0;
+  for (auto [coll, name] : {std::pair{Collective::kAllReduce, "cma"}, std::pair{Collective::kReduce, "cma"},
+                             std::pair{Collective::kAllReduce, "shm_direct"},
+                             std::pair{Collective::kReduce, "shm_direct"}}) {
+    {
+      const Algorithm* algo = find_algorithm(coll, name);
+      if (algo == nullptr) {
+        rec.failures.push_back(fmt::format("no {}[{}]", to_string(coll), name));
+        continue;
+      }
+      for (const test::Case& c : threshold_cases(view.size)) {
+        test::run_case(s, *algo, c);
+        ++ran;
+      }
+    }
+  }
+  uint64_t mine = test::digest(rec.digests.data(), rec.digests.size() * sizeof(uint64_t));
+  boot.store->set(fmt::format("digest/{}", id.rank), std::to_string(mine));
+  for (int r = 0; r < id.world_size; ++r) {
+    if (boot.store->get_string(fmt::format("digest/{}", r)) != std::to_string(mine)) {
+      rec.failures.push_back(fmt::format("results differ in bits from rank {}", r));
+    }
+  }
+  boot.store->add("done", 1);
+  while (boot.store->add("done", 0) < id.world_size) usleep(1000);
+  std::printf("rank %d/%d: %d calls, %zu failures\n", id.rank, id.world_size, ran, rec.failures.size());
+  for (std::size_t i = 0; i < rec.failures.size() && i < 10; ++i) std::printf("  %s\n", rec.failures[i].c_str());
+  view.mesh->close();
+  return rec.failures.empty() ? 0 : 1;
+}
+
+int kill() {
+  setenv("DCOMM_ALGO", "all_reduce:cma", 1);
+  auto pg = dcomm::init();
+  std::vector<float> x(std::size_t{4} << 20);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(pg->rank() + 1) + static_cast<float>(i % 7);
+  pg->all_reduce(dcomm::Buffer(x), dcomm::ReduceOp::kMax);  // everyone is in and connected
+  if (pg->rank() == 1) {
+    std::thread([] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      std::raise(SIGKILL);
+    }).detach();
+  }
+  try {
+    for (int i = 0; i < 100000; ++i) pg->all_reduce(dcomm::Buffer(x), dcomm::ReduceOp::kMax);
+  } catch (const dcomm::Error& e) {
+    std::fprintf(stderr, "survivor rank %d: %s: %s\n", pg->rank(), dcomm::to_string(e.code()), e.what());
+    return 3;
+  }
+  std::fprintf(stderr, "rank %d finished its calls without noticing the dead peer\n", pg->rank());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    if (argc == 2 && std::strcmp(argv[1], "check") == 0) return check();
+    if (argc == 2 && std::strcmp(argv[1], "kill") == 0) return kill();
+    std::fprintf(stderr, "usage: mp_cma check|kill\n");
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mp_cma: %s\n", e.what());
+    return 2;
+  }
+}
