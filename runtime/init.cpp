@@ -49,6 +49,10 @@ std::shared_ptr<ProcessGroup> init(const InitOptions& options) {
   world->server = std::move(boot.server);
   world->timeout = boot.timeout;
   world->failure_store = boot.failure_store;
+  world->transport = options.transport;
+  world->launch_ranks.resize(static_cast<std::size_t>(id.world_size));
+  std::iota(world->launch_ranks.begin(), world->launch_ranks.end(), 0);
+  world->launch_failures = boot.failure_store;
   world->mesh = transport::Mesh::create(make_prefix_store("mesh/", boot.store), self, id.world_size, mesh_options);
   set_wait_policy(*world->mesh, id);
   world->responder = std::make_unique<runtime::HangResponder>(world->failure_store, world->recorders, id.rank,

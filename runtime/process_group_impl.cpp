@@ -60,6 +60,11 @@ ProcessGroupImpl::~ProcessGroupImpl() = default;
 
 
 void ProcessGroupImpl::check_usable(const char* op) const {
+  if (world_->shrunk) {
+    throw AbortedError(fmt::format("{} {}: this group was shrunk after a failure and cannot be used; use the group "
+                                   "that shrink() returned",
+                                   op, label()));
+  }
   if (auto cause = world_->mesh->poisoned()) {
     try {
       std::rethrow_exception(cause);

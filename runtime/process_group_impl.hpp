@@ -32,6 +32,12 @@ struct World {
   std::shared_ptr<Store> failure_store;
   std::shared_ptr<FlightRecorders> recorders = std::make_shared<FlightRecorders>();
   std::unique_ptr<HangResponder> responder;
+  // Recovery (runtime/shrink.cpp).
+  std::string transport;                   ///< the forced transport (InitOptions::transport), for a shrunk mesh
+  std::vector<int> launch_ranks;           ///< launch_ranks[rank]: the rank dcomm-run started it as
+  std::shared_ptr<Store> launch_failures;  ///< the launch's failure store (dcomm-run's death records); may be null
+  std::shared_ptr<World> parent;           ///< the world this one was shrunk from (it holds the store server)
+  std::atomic<bool> shrunk{false};         ///< shrink() has been called on this world
   ~World() {
     responder.reset();  // before the store it talks to goes away
     if (mesh) mesh->close();
@@ -79,6 +85,7 @@ class ProcessGroupImpl : public ProcessGroup, public std::enable_shared_from_thi
   void set_algorithm(Collective c, const std::string& name) override;
   std::string explain(Collective c, std::size_t bytes) const override;
   void abort() noexcept override;
+  ShrinkResult shrink(const ShrinkOptions& opts) override;
 
  private:
   /// Validates, numbers and runs (or queues) one collective.

@@ -7,6 +7,9 @@
 //   dcomm-run --nproc-per-node 3 -- train_dp --steps 200 --optimizer adam
 //   dcomm-run --nproc-per-node 3 --max-restarts 1 -- train_dp --ckpt-every 20 --ckpt-dir /tmp/ck --kill-at-step 50
 //   dcomm-run --nproc-per-node 3 -- train_dp --benchmark --hidden 512,512 --steps 20
+//   dcomm-run --nproc-per-node 4 --keep-going -- train_dp --on-failure shrink --kill-at-step 50
+//     (no restart: the survivors shrink the group, re-shard the same global batches over themselves and go on
+//     from the state in their memory)
 //
 // See docs/walkthrough.md for a tour of the code.
 
@@ -66,9 +69,39 @@ int run_benchmark(dcomm::ProcessGroup& group, Trainer& trainer, const TrainOptio
   return 0;
 }
 
-int train(dcomm::ProcessGroup& group, const TrainOptions& o) {
+// --on-failure shrink, after a step failed on this rank: shrink, then put every survivor on the same step. A step
+// that failed part-way (the sampler drew its batch, the weights may or may not have moved) is undone; a survivor
+// whose step finished before the others failed is at most one step ahead (nobody passes a collective alone), and
+// goes back too when anyone did not finish it. Returns the new group.
+std::shared_ptr<dcomm::ProcessGroup> shrink_and_realign(dcomm::ProcessGroup& group, Trainer& trainer,
+                                                        int64_t started_at, const dcomm::Error& why) {
+  std::fprintf(stderr, "rank %d/%d: step %lld failed (%s); shrinking\n", group.rank(), group.size(),
+               static_cast<long long>(started_at + 1), why.what());
+  dcomm::ShrinkResult res = group.shrink();
+  if (trainer.steps_done() == started_at) trainer.restore_previous();
+  trainer.rebind(*res.group);
+  int64_t at = trainer.steps_done();
+  res.group->all_reduce(dcomm::Buffer(&at, 1), dcomm::Reduction{dcomm::ReduceOp::kMin});
+  if (trainer.steps_done() > at) trainer.restore_previous();
+  trainer.check_replicas_identical();
+  if (res.group->rank() == 0) {
+    std::string failed;
+    for (int f : res.failed) {
+      if (!failed.empty()) failed.push_back(',');
+      failed.append(std::to_string(f));
+    }
+    std::printf("shrunk from %d to %d ranks (failed [%s]); going on from step %lld, same global batch\n",
+                group.size(), res.group->size(), failed.c_str(), static_cast<long long>(at));
+    std::fflush(stdout);
+  }
+  return res.group;
+}
+
+int train(std::shared_ptr<dcomm::ProcessGroup> owned, const TrainOptions& o) {
+  dcomm::ProcessGroup* current = owned.get();
+  dcomm::ProcessGroup& group = *owned;
   Trainer trainer(group, o);
-  const bool leader = group.rank() == 0;
+  bool leader = group.rank() == 0;
   const double initial_loss = trainer.model().evaluate(trainer.data()).loss;
   const std::string resumed_from = trainer.resume();
   if (leader) {
@@ -82,17 +115,30 @@ int train(dcomm::ProcessGroup& group, const TrainOptions& o) {
   if (o.benchmark) return run_benchmark(group, trainer, o);
 
   const int fault_rank = o.fault_rank >= 0 ? o.fault_rank : group.size() - 1;
+  int shrinks = 0;
   while (trainer.steps_done() < o.steps) {
     const int64_t next = trainer.steps_done() + 1;
-    if (next == o.kill_at_step && group.rank() == fault_rank && restart_count() == 0) {
-      std::printf("rank %d: killing myself at step %lld (--kill-at-step)\n", group.rank(),
+    // The first round's, first group's --fault-rank only: after a restart or a shrink the step comes again.
+    if (next == o.kill_at_step && shrinks == 0 && current->rank() == fault_rank && restart_count() == 0) {
+      std::printf("rank %d: killing myself at step %lld (--kill-at-step)\n", current->rank(),
                   static_cast<long long>(next));
       std::fflush(stdout);
       std::raise(SIGKILL);
     }
-    const double loss = trainer.step(o.bucketing);
-    if (next == o.corrupt_at_step && group.rank() == fault_rank) trainer.corrupt_weights();
-    trainer.check_replicas_identical();
+    double loss = 0;
+    try {
+      if (o.on_failure == "shrink") trainer.remember();
+      loss = trainer.step(o.bucketing);
+      if (next == o.corrupt_at_step && current->rank() == fault_rank) trainer.corrupt_weights();
+      trainer.check_replicas_identical();
+    } catch (const dcomm::Error& e) {
+      if (o.on_failure != "shrink") throw;
+      owned = shrink_and_realign(*current, trainer, next - 1, e);
+      current = owned.get();
+      leader = current->rank() == 0;
+      ++shrinks;
+      continue;
+    }
     if (leader && (next == 1 || next % o.log_every == 0 || next == o.steps)) {
       std::printf("step %5lld  loss %.6f\n", static_cast<long long>(next), loss);
       std::fflush(stdout);
@@ -107,14 +153,14 @@ int train(dcomm::ProcessGroup& group, const TrainOptions& o) {
   }
 
   const auto final_eval = trainer.model().evaluate(trainer.data());
-  group.barrier();
+  current->barrier();
   if (leader) {
     std::printf("final: loss %.6f (initial %.6f), accuracy %.3f after %lld steps\n", final_eval.loss, initial_loss,
                 final_eval.accuracy, static_cast<long long>(trainer.steps_done()));
     std::printf("weights hash %016llx\n", static_cast<unsigned long long>(trainer.fingerprint()));
   }
   if (!(final_eval.loss < initial_loss)) {
-    std::fprintf(stderr, "rank %d: the loss did not fall (%.6f -> %.6f)\n", group.rank(), initial_loss,
+    std::fprintf(stderr, "rank %d: the loss did not fall (%.6f -> %.6f)\n", current->rank(), initial_loss,
                  final_eval.loss);
     return 1;
   }
@@ -129,7 +175,7 @@ int main(int argc, char** argv) {
   try {
     std::shared_ptr<dcomm::ProcessGroup> group = dcomm::init();
     rank = group->rank();
-    return train(*group, options);
+    return train(group, options);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "train_dp rank %d: %s\n", rank, e.what());
     return 1;

@@ -26,6 +26,8 @@ TrainOptions parse_train_options(int argc, char** argv) {
   app.add_option("--ckpt-every", o.ckpt_every, "write a snapshot every N steps (0: never)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--ckpt-dir", o.ckpt_dir, "snapshot directory; the run resumes from the newest snapshot in it");
+  app.add_option("--on-failure", o.on_failure, "stop (default) or shrink: the survivors shrink the group and go on")
+      ->check(CLI::IsMember({"stop", "shrink"}));
   app.add_option("--kill-at-step", o.kill_at_step, "one rank SIGKILLs itself at this step on the first round only");
   app.add_option("--corrupt-at-step", o.corrupt_at_step,
                  "one rank flips a bit of its weights after this step, to show the replica check fail");

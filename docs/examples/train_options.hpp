@@ -28,6 +28,10 @@ struct TrainOptions {
   int corrupt_at_step = -1;  ///< -1: never
   int fault_rank = -1;       ///< the rank the two faults hit; -1: the last rank
   int log_every = 10;
+  /// "stop" (a failure ends the run; dcomm-run may restart it from a snapshot) or "shrink" (the survivors shrink
+  /// the group, re-shard the batch over themselves and go on from their in-memory state; run under dcomm-run
+  /// --keep-going).
+  std::string on_failure = "stop";
   bool benchmark = false;  ///< time bucketed against per-tensor all-reduce instead of training
 
   std::vector<int> widths() const { return layer_widths(dim, hidden, classes); }

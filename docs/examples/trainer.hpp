@@ -40,25 +40,40 @@ class Trainer {
   /// Flips the lowest bit of one weight: a replica gone wrong, for showing that the check catches it.
   void corrupt_weights();
 
+  /// --on-failure shrink: the state before the last step, kept in memory; restore_previous() goes back to it.
+  void remember();
+  void restore_previous();
+  /// Trains on with `group` (the survivors after a shrink): the same global batch, re-sharded over its ranks.
+  void rebind(dcomm::ProcessGroup& group);
+
   int64_t steps_done() const { return steps_done_; }
   /// FNV-1a of the weights, the optimizer state and the sampler's RNG state.
   uint64_t fingerprint() const;
   const Mlp& model() const { return model_; }
   const Dataset& data() const { return data_; }
-  const GradSync& sync(bool bucketing) const { return bucketing ? bucketed_ : per_tensor_; }
+  const GradSync& sync(bool bucketing) const { return bucketing ? *bucketed_ : *per_tensor_; }
 
  private:
   std::vector<uint8_t> optimizer_state() const;
 
-  dcomm::ProcessGroup& group_;
+  struct Saved {
+    std::vector<float> params;
+    std::vector<uint8_t> optimizer;
+    Rng::State rng{};
+    int64_t steps_done = -1;
+  };
+
+  dcomm::ProcessGroup* group_;
   TrainOptions options_;
+  std::size_t global_batch_;  ///< samples per step over all ranks: --batch times the starting group's size
   Dataset data_;
   Mlp model_;
   std::unique_ptr<Optimizer> optimizer_;
   Rng sampler_;
   std::vector<float> grad_;
-  GradSync bucketed_;
-  GradSync per_tensor_;
+  std::unique_ptr<GradSync> bucketed_;
+  std::unique_ptr<GradSync> per_tensor_;
+  Saved saved_;
   int64_t steps_done_ = 0;
 };
 

@@ -56,6 +56,13 @@ class AbortedError : public Error {
   explicit AbortedError(const std::string& message) : Error(ErrorCode::kAborted, message) {}
 };
 
+/// This rank was left out of a shrink (ProcessGroup::shrink): the survivors agreed without it (it was stopped or
+/// too slow to join in time). It is no longer part of the job: it should exit. Code kAborted.
+class ExcludedError : public AbortedError {
+ public:
+  explicit ExcludedError(const std::string& message) : AbortedError(message) {}
+};
+
 /// An operating-system call failed.
 class SystemError : public Error {
  public:

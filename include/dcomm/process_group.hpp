@@ -4,7 +4,7 @@
 /// Every operation returns a Work handle. Unless `async_op` is set, the call waits before returning and the
 /// handle is already complete; with `async_op`, the call returns at once and operations on one group run in
 /// the order they were issued. A failure (timeout, dead peer) poisons the group: later calls fail at once with
-/// the first cause.
+/// the first cause; shrink() then gives the survivors a new group of themselves.
 
 #include <memory>
 #include <string>
@@ -47,6 +47,25 @@ struct P2POptions {
   /// CUDA buffers: a cudaStream_t whose queued work the send or recv waits for on the host before it is posted.
   /// Null: the current device's default stream.
   void* stream = nullptr;
+};
+
+class ProcessGroup;
+
+/// How shrink() waits.
+struct ShrinkOptions {
+  /// Bound on the whole shrink; kDefaultTimeout: the group's timeout.
+  Duration timeout = kDefaultTimeout;
+  /// How long the survivors wait for a rank that has neither joined the shrink nor is known dead (stopped, hung,
+  /// on a host where nothing saw it die); it is then left out. kDefaultTimeout: 30 s (or the timeout if shorter).
+  Duration join_window = kDefaultTimeout;
+};
+
+/// What shrink() agreed.
+struct ShrinkResult {
+  std::shared_ptr<ProcessGroup> group;  ///< the survivors, renumbered in the old order
+  std::vector<int> failed;              ///< ranks of the old group left out, ascending (the same on every survivor)
+  std::vector<int> survivors;           ///< survivors[new rank] = its rank in the old group
+  int rounds = 1;                       ///< agreement rounds (more than 1: a member failed during the shrink)
 };
 
 class ProcessGroup {
@@ -113,6 +132,15 @@ class ProcessGroup {
   virtual void set_algorithm(Collective c, const std::string& name) = 0;
   /// Each candidate's predicted time for `bytes` on this group, and the choice, as text.
   virtual std::string explain(Collective c, std::size_t bytes) const = 0;
+
+  // ---- Recovery (docs/errors.md, "Recovery").
+  /// After a failure: the survivors agree through the store on who failed (the same set on every survivor) and
+  /// get a new group of the survivors, ranks renumbered in the old order, over a fresh mesh (nothing of the old
+  /// group reaches it). Every survivor must call it; this group's pending work fails and the group becomes
+  /// unusable. Only a world group (from init() or an earlier shrink) shrinks: rebuild subgroups from the result.
+  /// Throws ExcludedError on a rank the others left out (it joined after they agreed), TimeoutError at the bound.
+  /// (A ProcessGroup that is not dcomm's own, such as a test double, throws InvalidUsageError.)
+  virtual ShrinkResult shrink(const ShrinkOptions& opts = {});
 
   /// Fails every pending operation with AbortedError and poisons the group. Never throws.
   virtual void abort() noexcept = 0;

@@ -229,3 +229,24 @@ TEST_CASE("a rank stopped before the failure leads the summary, and the flight r
         "dcomm-run:   [2] rank 0 (local rank 1, node 0, host vm, pid 7): exit code 3\n"
         "dcomm-run: flight recorder: ranks 0 are in all_reduce #4; rank 1 holds up the call\n");
 }
+
+TEST_CASE("--keep-going: the option, and the summary of a run that lost ranks and shrank") {
+  CHECK(parse({"--standalone", "--nproc-per-node", "4", "--keep-going", "--", "p"}).keep_going);
+  CHECK_FALSE(parse({"--standalone", "--nproc-per-node", "4", "--", "p"}).keep_going);
+  RankExit lost;
+  lost.rank = 2;
+  lost.local_rank = 2;
+  lost.node_rank = 0;
+  lost.host = "vm";
+  lost.pid = 77;
+  lost.signaled = true;
+  lost.code = SIGKILL;
+  CHECK(format_keep_going_summary({lost}, {"the group shrank from 4 to 3 ranks in 90 ms (lost launch rank(s) 2; 1 "
+                                           "agreement round(s))"},
+                                  4) ==
+        "dcomm-run: --keep-going: 1 of 4 rank(s) lost, the rest finished\n"
+        "dcomm-run:   lost rank 2 (local rank 2, node 0, host vm, pid 77): signal 9 SIGKILL (Killed)\n"
+        "dcomm-run:   the group shrank from 4 to 3 ranks in 90 ms (lost launch rank(s) 2; 1 agreement round(s))\n");
+  // A program that never shrank: said so, not hidden.
+  CHECK(format_keep_going_summary({lost}, {}, 4).find("recorded no shrink") != std::string::npos);
+}

@@ -97,6 +97,9 @@ int run_rounds(const LaunchOptions& options, Supervisor& supervisor, NodeRendezv
     }
     switch (r.outcome) {
       case RoundResult::Outcome::kSucceeded:
+        if (!r.lost.empty() || !r.shrinks.empty()) {
+          std::fputs(format_keep_going_summary(r.lost, r.shrinks, options.world_size()).c_str(), stderr);
+        }
         return kExitSuccess;
       case RoundResult::Outcome::kInterrupted:
         print_line(fmt::format("dcomm-run: received {}; stopped {} rank(s)", describe_signal(r.signal),

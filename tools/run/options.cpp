@@ -113,6 +113,8 @@ CommandLine parse_command_line(int argc, char** argv) {
                               "host:port of a store that already runs; no launcher hosts one");
   auto* standalone = app.add_flag("--standalone", o.standalone, "one node, a store on 127.0.0.1 at a free port");
   app.add_option("--max-restarts,--max_restarts", o.max_restarts, "restart the group this many times on failure");
+  app.add_flag("--keep-going", o.keep_going,
+               "a rank that dies does not stop the others: they shrink their group (ProcessGroup::shrink) and go on");
   app.add_option("--grace-period", grace_s, "seconds between SIGTERM and SIGKILL when stopping ranks (default 5)");
   double window_s = std::chrono::duration<double>(o.failure_window).count();
   app.add_option("--failure-window", window_s,

@@ -29,6 +29,9 @@ struct LaunchOptions {
   bool host_store = true;
   bool standalone = false;
   int max_restarts = 0;
+  /// --keep-going: a rank that dies does not stop the others (they shrink their group, runtime/shrink.cpp); the
+  /// run succeeds when some rank finished with 0, and the summary lists the ranks lost and the shrinks.
+  bool keep_going = false;
   Duration grace_period = std::chrono::seconds(5);
   /// After a rank fails, how long the others get to notice (their errors name the failed peer) and exit on their
   /// own before they are sent SIGTERM. 0: SIGTERM at once, as torchrun does.

@@ -67,6 +67,23 @@ void RankRecords::publish(const RankExit& e) noexcept {
                       : fmt::format("exited with code {}", e.code);
   r.reporter = "dcomm-run";
   rdzv::publish_failure(*store_, r);
+  // Every death, not only the first: a shrinking group reads them to leave the dead out without waiting
+  // (runtime/shrink.cpp).
+  try {
+    store_->set(fmt::format("failure/dead/{}", e.rank), rdzv::encode_failure(r));
+  } catch (const std::exception&) {
+  }
+}
+
+std::vector<std::string> RankRecords::shrinks() noexcept {
+  std::vector<std::string> out;
+  if (!store_) return out;
+  try {
+    int64_t n = store_->add("shrink/count", 0);
+    for (int64_t i = 1; i <= n; ++i) out.push_back(store_->get_string(fmt::format("shrink/{}", i)));
+  } catch (const std::exception&) {
+  }
+  return out;
 }
 
 void RankRecords::rank_stopped(int rank, int sig) noexcept {

@@ -41,6 +41,8 @@ class RankRecords {
   std::optional<int> root_rank() noexcept;
   /// Marks rank `rank` stopped by `sig` (or no longer: sig 0).
   void rank_stopped(int rank, int sig) noexcept;
+  /// The shrinks the ranks recorded (runtime/shrink.cpp: shrink/<n> under the round's prefix), in order.
+  std::vector<std::string> shrinks() noexcept;
   /// The flight recorder's report of this round, if a rank wrote one.
   std::optional<std::string> flight_report() noexcept;
   /// The rank a flight recorder found holding up a call that timed out ("held up all_reduce #42 ..."), if any.

@@ -98,3 +98,17 @@ RankExit decode_exit(const std::string& text) {
 }
 
 }  // namespace dcomm::run
+
+namespace dcomm::run {
+
+std::string format_keep_going_summary(const std::vector<RankExit>& lost, const std::vector<std::string>& shrinks,
+                                      int world_size) {
+  std::string out = fmt::format("dcomm-run: --keep-going: {} of {} rank(s) lost, the rest finished\n", lost.size(),
+                                world_size);
+  for (const auto& e : lost) out += fmt::format("dcomm-run:   lost {}\n", describe_exit(e));
+  for (const auto& s : shrinks) out += fmt::format("dcomm-run:   {}\n", s);
+  if (shrinks.empty()) out += "dcomm-run:   the group recorded no shrink (the program did not call shrink())\n";
+  return out;
+}
+
+}  // namespace dcomm::run

@@ -54,6 +54,10 @@ int exit_code_for(const RankExit& first);
 std::string format_failure_summary(const std::vector<RankExit>& failures, const std::vector<RankExit>& stopped,
                                    int world_size, const std::string& flight_report = {});
 
+/// --keep-going's summary of a run that went on: the ranks lost, and the shrinks the group recorded.
+std::string format_keep_going_summary(const std::vector<RankExit>& lost, const std::vector<std::string>& shrinks,
+                                      int world_size);
+
 /// A RankExit as one line of JSON, for other nodes' launchers (through the store), and back.
 std::string encode_exit(const RankExit& e);
 RankExit decode_exit(const std::string& text);

@@ -148,6 +148,11 @@ void Supervisor::handle_exits(State& s) {
     if (r.exit.failed()) s.records.rank_failed(r.exit);
     if (r.exit.stopped) {
       s.result.stopped.push_back(r.exit);
+    } else if (r.exit.failed() && options_.keep_going) {
+      // The others carry on (and shrink): keep the loss for the summary; a run where nobody finishes still fails.
+      std::string line = fmt::format("dcomm-run: {}; --keep-going: the other ranks carry on\n", describe_exit(r.exit));
+      std::fputs(line.c_str(), stderr);
+      s.result.lost.push_back(r.exit);
     } else if (r.exit.failed()) {
       record_failure(s, r.exit);
       schedule_stop(s);
@@ -174,6 +179,18 @@ void Supervisor::poll_link(State& s) {
     s.result.link_error = err.what();
     if (s.result.outcome == RoundResult::Outcome::kSucceeded) s.result.outcome = RoundResult::Outcome::kLinkLost;
     begin_stop(s, SIGTERM);
+  }
+}
+
+void Supervisor::settle_keep_going(State& s) {
+  s.result.shrinks = s.records.shrinks();
+  if (s.result.lost.empty() || !s.result.failures.empty()) return;
+  bool any_finished = false;
+  for (const auto& r : s.group.ranks()) any_finished = any_finished || (!r.exit.failed() && !r.exit.stopped);
+  if (!any_finished) {
+    // Nobody went on to the end: an ordinary failure, the first loss as its root cause.
+    for (const auto& e : s.result.lost) record_failure(s, e);
+    s.result.lost.clear();
   }
 }
 
@@ -234,6 +251,7 @@ RoundResult Supervisor::run_round(const RoundInfo& round) {
       r.err->pump();
     }
   }
+  if (options_.keep_going) settle_keep_going(s);
   s.group.close_output();
   if (s.stopping) s.group.signal_all(SIGKILL, false);  // grandchildren left in the ranks' groups
   s.group.release();

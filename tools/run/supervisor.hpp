@@ -25,6 +25,9 @@ struct RoundResult {
   int signal = 0;
   std::string link_error;
   std::string flight_report;  ///< the flight recorder's report of a timeout, when a rank wrote one
+  /// --keep-going: the ranks that failed while the others went on, and the shrinks the group recorded.
+  std::vector<RankExit> lost;
+  std::vector<std::string> shrinks;
 };
 
 class Supervisor {
@@ -51,6 +54,8 @@ class Supervisor {
   void poll_link(State& s);
   void begin_stop(State& s, int sig);
   void schedule_stop(State& s);
+  /// --keep-going, at the end of the round: the shrinks recorded; a round where no rank finished fails as usual.
+  void settle_keep_going(State& s);
   void record_failure(State& s, const RankExit& e);
   void handle_stops(State& s);
   /// At the round's first failure: the ranks stopped by a signal since before it, as root causes.
