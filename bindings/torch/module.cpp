@@ -37,7 +37,9 @@ PYBIND11_MODULE(dcomm_torch, m) {
              return pg.group()->explain(c, bytes);
            },
            py::arg("collective"), py::arg("bytes"),
-           "Each algorithm's predicted time for `bytes` on this group, and dcomm's choice.");
+           "Each algorithm's predicted time for `bytes` on this group, and dcomm's choice.")
+      .def("collective_calls", &dcomm_torch::DcommBackend::collective_calls,
+           "How many dcomm collectives this group has issued (a coalesced torch call is one).");
   m.def("_create_process_group", &create, py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"));
   m.attr("__version__") = dcomm::version();
   // torch 1.13's dist.monitored_barrier() refuses every backend but gloo before asking the group; let it ask a

@@ -46,13 +46,16 @@ class DcommWork : public c10d::Work {
  private:
   // Runs the finisher (on success) and marks the work and its future complete. Once.
   void complete(std::exception_ptr error);
+  // Completes future_ with the outcome (under complete_mu_, once the work is done).
+  void settle_future();
 
   std::vector<dcomm::WorkPtr> works_;
   std::function<void()> finish_;
   std::vector<at::Tensor> outputs_;
   std::shared_ptr<Poller> poller_;
+  // Made on the first getFuture() (most calls never ask: a collective torch waits for at once pays no future).
   c10::intrusive_ptr<c10::ivalue::Future> future_;
-  std::mutex complete_mu_;  // serializes complete(); c10d::Work::mutex_ guards completed_ and exception_
+  std::mutex complete_mu_;  // serializes complete() and getFuture(); c10d::Work::mutex_ guards completed_, exception_
   std::atomic<bool> done_{false};
   std::atomic<bool> polled_{false};  // registered with the poller
 };
