@@ -6,13 +6,12 @@
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 
-#include <dcomm/dcomm.hpp>
 #include <cerrno>
 #include <cstdlib>
+#include <dcomm/dcomm.hpp>
 #include <limits>
 #include <numeric>
 
-#include "store_adapter.hpp"
 #include "tensors.hpp"
 
 namespace dcomm_torch {
@@ -65,18 +64,12 @@ std::vector<std::size_t> displs(const std::vector<std::size_t>& counts) {
 
 }  // namespace
 
-DcommBackend::DcommBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                           std::chrono::milliseconds timeout)
-    : c10d::ProcessGroup(rank, size), poller_(std::make_shared<Poller>()), async_bytes_(async_bytes_from_environment()) {
-  dcomm::InitOptions o;
-  o.rank = rank;
-  o.world_size = size;
-  o.timeout = duration_of(timeout);
-  // This group's ranks are torch's group ranks, not the launcher's: the rest of the identity (local rank, node)
-  // comes from dcomm's exchange through torch's store, never from RANK / LOCAL_RANK.
-  o.from_environment = false;
-  o.store = adapt_store(store, fmt::format("torch's store (group of {} ranks)", size));
-  pg_ = dcomm::init(o);
+DcommBackend::DcommBackend(dcomm::ProcessGroupPtr pg, int rank, int size, std::chrono::milliseconds timeout)
+    : c10d::ProcessGroup(rank, size),
+      pg_(std::move(pg)),
+      poller_(std::make_shared<Poller>()),
+      timeout_(duration_of(timeout) == dcomm::kDefaultTimeout ? pg_->timeout() : duration_of(timeout)),
+      async_bytes_(async_bytes_from_environment()) {
   init();
 }
 
@@ -102,7 +95,7 @@ dcomm::WorkPtr DcommBackend::issue(const std::function<dcomm::WorkPtr()>& call) 
 
 dcomm::CollectiveOptions DcommBackend::options(std::chrono::milliseconds timeout, const at::Tensor& t) {
   dcomm::CollectiveOptions o;
-  o.timeout = duration_of(timeout);
+  o.timeout = timeout == c10d::kUnsetTimeout ? timeout_ : duration_of(timeout);
   o.stream = current_stream(t);
   o.async_op = t.is_cuda() || static_cast<std::size_t>(t.nbytes()) > async_bytes_;
   return o;
@@ -380,7 +373,7 @@ c10::intrusive_ptr<c10d::Work> DcommBackend::alltoall(std::vector<at::Tensor>& o
 
 c10::intrusive_ptr<c10d::Work> DcommBackend::barrier(const c10d::BarrierOptions& opts) {
   dcomm::CollectiveOptions o;
-  o.timeout = duration_of(opts.timeout);
+  o.timeout = opts.timeout == c10d::kUnsetTimeout ? timeout_ : duration_of(opts.timeout);
   return make_work(c10d::OpType::BARRIER, {issue([&] { return pg_->barrier(o); })}, nullptr, {});
 }
 

@@ -17,8 +17,8 @@ namespace dcomm_torch {
 
 class DcommBackend : public c10d::ProcessGroup {
  public:
-  /// Joins a dcomm group of `size` ranks through torch's store (collective over the group's ranks).
-  DcommBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout);
+  /// Over `pg` (join_group's), the group's rank and size; `timeout` bounds each call that names none.
+  DcommBackend(dcomm::ProcessGroupPtr pg, int rank, int size, std::chrono::milliseconds timeout);
   ~DcommBackend() override;
 
   const std::string getBackendName() const override { return "dcomm"; }
@@ -81,6 +81,7 @@ class DcommBackend : public c10d::ProcessGroup {
   std::shared_ptr<Poller> poller_;
   std::atomic<uint64_t> seq_{0};
   std::atomic<uint64_t> collective_calls_{0};
+  dcomm::Duration timeout_;  // torch's timeout for this group (a subgroup's world may have another)
   std::size_t async_bytes_;  // host calls above this hand off to dcomm's worker (DCOMM_TORCH_ASYNC_BYTES)
 };
 

@@ -137,7 +137,7 @@ c10::intrusive_ptr<c10::ivalue::Future> DcommWork::getFuture() {
   return future_;
 }
 
-Poller::Poller() : thread_([this] { loop(); }) {}
+Poller::Poller() = default;
 
 Poller::~Poller() {
   {
@@ -145,13 +145,15 @@ Poller::~Poller() {
     stopping_ = true;
   }
   cv_.notify_all();
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
 }
 
 void Poller::add(c10::intrusive_ptr<DcommWork> work) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     pending_.push_back(std::move(work));
+    // Started by the first future asked for: most groups never need one (torch waits for its calls at once).
+    if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
   }
   cv_.notify_all();
 }

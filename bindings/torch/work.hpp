@@ -4,14 +4,13 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <dcomm/work.hpp>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
-#include <vector>
-
-#include <dcomm/work.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
+#include <vector>
 
 namespace dcomm_torch {
 
@@ -61,8 +60,8 @@ class DcommWork : public c10d::Work {
 };
 
 /// Completes the works whose futures someone holds, so that a future's callbacks (DDP's comm hooks) run without
-/// anyone calling wait(). One thread per backend; it sleeps while nothing is registered and backs off from
-/// spinning to 1 ms sleeps while something is.
+/// anyone calling wait(). One thread per backend, started by the first add(); it sleeps while nothing is
+/// registered and backs off from spinning to 1 ms sleeps while something is.
 class Poller {
  public:
   Poller();

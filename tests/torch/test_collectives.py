@@ -316,6 +316,41 @@ def check_subgroups(rank, n):
     dist.barrier()
 
 
+def process_counts():
+    """Threads and memory mappings of this process: a dcomm world adds both (its mesh's shared-memory rings, its
+    threads); a subgroup of one adds neither."""
+    with open("/proc/self/maps") as f:
+        return len(os.listdir("/proc/self/task")), sum(1 for _ in f)
+
+
+def check_many_groups(rank, n):
+    """Many torch groups over the world's connections: each is a dcomm subgroup (no new mesh, threads or shared
+    memory), and each computes right. Every rank calls new_group, as torch requires; only members build one."""
+    sets = [list(range(n)), [n - 1], [0, n - 1], list(range(n - 1, -1, -1)), sorted({1, n - 1}), [0],
+            list(range(n))] * 2
+    dist.barrier()
+    threads, maps = process_counts()
+    for i, ranks in enumerate(sets):
+        g = dist.new_group(ranks)
+        if rank not in ranks:
+            continue
+        members = sorted(ranks)
+        xs = {r: data(r, 7 + i, torch.float32, salt=80 + i) for r in members}
+        t = xs[rank].clone()
+        dist.all_reduce(t, group=g)
+        same(t, reference(list(xs.values()), R.SUM, torch.float32), f"all_reduce in new group {i} {members}")
+        out = [torch.empty(7 + i) for _ in members]
+        dist.all_gather(out, xs[rank], group=g)
+        for j, r in enumerate(members):
+            same(out[j], xs[r], f"all_gather in new group {i} {members}")
+    dist.barrier()
+    now_threads, now_maps = process_counts()
+    # A world of its own per group added about 10 mappings and 2 threads per group here.
+    if now_threads > threads or now_maps > maps + len(sets):
+        fail(f"{len(sets)} new groups took this process from {threads} threads and {maps} mappings to "
+             f"{now_threads} and {now_maps}: groups should share the world's mesh")
+
+
 def check_async(rank, n, group=None):
     """Async handles and futures: on a group that runs host collectives inline (the default: complete at the
     call) and on one that hands them to dcomm's worker (DCOMM_TORCH_ASYNC_BYTES=0: complete later)."""
@@ -414,6 +449,7 @@ def main():
         check_all_to_all(rank, n)
         check_p2p(rank, n)
         check_subgroups(rank, n)
+        check_many_groups(rank, n)
         check_async(rank, n)
         check_async(rank, n, async_group())
         check_errors(rank, n)
