@@ -33,27 +33,35 @@ std::shared_ptr<ProcessGroup> ProcessGroupImpl::make_subgroup(const std::vector<
   const int me = world_->identity.rank;
   auto it = std::find(world_members.begin(), world_members.end(), me);
   if (it == world_members.end()) return nullptr;
-  // Published as "context:world ranks", so that a member that was given other ranks finds out here instead of
-  // building a group that pairs with the wrong peers.
+  // Every member publishes the ranks it was given, and the first member publishes "context:ranks": a member
+  // given other ranks than the first one fails here, and so does the first (it reads every member's list), instead
+  // of building a group that pairs with the wrong peers or waits for a rank that is not coming.
   const std::string members = join(world_members);
+  auto refuse = [&](int who, const std::string& theirs) {
+    return InvalidUsageError(fmt::format(
+        "split/new_group {}: this rank was given the world ranks [{}], but world rank {} was given [{}] (at '{}' "
+        "of {}); every member must list the same ranks",
+        label(), members, who, theirs, key, rendezvous.describe()));
+  };
+  rendezvous.set(fmt::format("{}/{}", key, me), members);
   uint32_t context = 0;
   if (it == world_members.begin()) {
     int64_t next = world_->store->add("next_context", 1);
     if (next >= static_cast<int64_t>(transport::kMaxContexts)) {
-      throw InvalidUsageError(fmt::format("split/new_group {}: all {} group contexts of this world are used", label(),
-                                          transport::kMaxContexts - 1));
+      throw InvalidUsageError(fmt::format("split/new_group {}: all {} group contexts of this world are used",
+                                          label(), transport::kMaxContexts - 1));
     }
     context = static_cast<uint32_t>(next);
     rendezvous.set(key, fmt::format("{}:{}", context, members));
+    for (auto m = world_members.begin() + 1; m != world_members.end(); ++m) {
+      const std::string theirs = rendezvous.get_string(fmt::format("{}/{}", key, *m));
+      if (theirs != members) throw refuse(*m, theirs);
+    }
   } else {
     const std::string got = rendezvous.get_string(key);
     const auto colon = got.find(':');
     if (colon == std::string::npos || got.substr(colon + 1) != members) {
-      throw InvalidUsageError(fmt::format(
-          "split/new_group {}: this rank was given the world ranks [{}], but world rank {} (the first of them) "
-          "created the group of [{}] at '{}' of {}; every member must list the same ranks",
-          label(), members, world_members.front(), colon == std::string::npos ? got : got.substr(colon + 1), key,
-          rendezvous.describe()));
+      throw refuse(world_members.front(), colon == std::string::npos ? got : got.substr(colon + 1));
     }
     context = static_cast<uint32_t>(std::stoul(got.substr(0, colon)));
   }
