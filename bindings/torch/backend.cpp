@@ -140,11 +140,11 @@ c10::intrusive_ptr<c10d::Work> DcommBackend::reduce(std::vector<at::Tensor>& ten
   check_rank(static_cast<int>(opts.rootRank), size_, "root", "reduce");
   at::Tensor t = tensors[0], s = staged(t);
   const int root = static_cast<int>(opts.rootRank);
-  // Only the root's tensor changes; the others keep their input, as with gloo.
-  at::Tensor out = rank_ == root ? s : at::empty_like(s);
+  // Only the root's tensor changes (in place); the others keep their input, as with gloo, and pass no output
+  // (dcomm reads a reduce's recv on the root only: no buffer of the tensor's size to allocate on every call).
+  dcomm::Buffer out = rank_ == root ? buffer_of(s) : empty_buffer_like(s);
   auto w = issue([&] {
-    return pg_->reduce(buffer_of(s), buffer_of(out), root, reduction_of(opts.reduceOp, t, "reduce"),
-                       options(opts.timeout, s));
+    return pg_->reduce(buffer_of(s), out, root, reduction_of(opts.reduceOp, t, "reduce"), options(opts.timeout, s));
   });
   return make_work(
       c10d::OpType::REDUCE, {w}, [s, t] { copy_back(s, t); }, tensors);

@@ -164,6 +164,8 @@ def check_rooted(rank, n, sizes):
                 dist.reduce(t, root, op=op)
                 if rank == root:
                     same(t, reference(xs, op, dt), f"reduce {dt} n={size} root={root}")
+                else:
+                    same(t, xs[rank], f"reduce {dt} n={size} root={root}: a non-root's tensor keeps its input")
                 out = [torch.empty_like(xs[0]) for _ in range(n)] if rank == root else None
                 dist.gather(xs[rank], out, dst=root)
                 if rank == root:
