@@ -112,7 +112,8 @@ dcomm::Buffer buffer_of(const at::Tensor& c) {
 }
 
 dcomm::Buffer empty_buffer_like(const at::Tensor& t) {
-  dcomm::Buffer b = buffer_of(staged(t));
+  // The type and device only: staging `t` (a copy when it is not contiguous) would be a pass for nothing.
+  dcomm::Buffer b = buffer_of(t);
   b.data = nullptr;
   b.count = 0;
   return b;
