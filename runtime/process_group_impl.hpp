@@ -91,9 +91,10 @@ class ProcessGroupImpl : public ProcessGroup, public std::enable_shared_from_thi
   /// Validates and posts one send or receive (`peer` may be kAnySource for receives).
   WorkPtr post_p2p(bool is_send, const Buffer& buf, int peer, int tag, const P2POptions& opts);
   /// Builds the subgroup whose members (world ranks, in group-rank order) include this rank; the first member
-  /// publishes the group's tag context at `key` of `rendezvous`, the others read it there.
+  /// publishes the group's tag context at `key` of `rendezvous`, the others read it there. `check_members`: the
+  /// first member also checks every member's rank list (when no collective over the parent made them agree).
   std::shared_ptr<ProcessGroup> make_subgroup(const std::vector<int>& world_members, Store& rendezvous,
-                                              const std::string& key);
+                                              const std::string& key, bool check_members);
   /// `ranks` as world ranks, after checking they are distinct ranks of this group (`op` names the call).
   std::vector<int> world_members_of(const std::vector<int>& ranks, const char* op) const;
   const std::string& label() const { return label_; }

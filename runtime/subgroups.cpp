@@ -29,13 +29,14 @@ std::string join(const std::vector<int>& ranks) {
 }  // namespace
 
 std::shared_ptr<ProcessGroup> ProcessGroupImpl::make_subgroup(const std::vector<int>& world_members, Store& rendezvous,
-                                                              const std::string& key) {
+                                                              const std::string& key, bool check_members) {
   const int me = world_->identity.rank;
   auto it = std::find(world_members.begin(), world_members.end(), me);
   if (it == world_members.end()) return nullptr;
-  // Every member publishes the ranks it was given, and the first member publishes "context:ranks": a member
-  // given other ranks than the first one fails here, and so does the first (it reads every member's list), instead
-  // of building a group that pairs with the wrong peers or waits for a rank that is not coming.
+  // The first member publishes "context:ranks", so a member given other ranks than the first one fails here
+  // instead of building a group that pairs with the wrong peers. With `check_members` (members-only creation, where
+  // no collective over the parent made them agree) every member also publishes its list and the first member reads
+  // them all, so that it fails too instead of waiting in the new group for a rank that is not coming.
   const std::string members = join(world_members);
   auto refuse = [&](int who, const std::string& theirs) {
     return InvalidUsageError(fmt::format(
@@ -43,7 +44,7 @@ std::shared_ptr<ProcessGroup> ProcessGroupImpl::make_subgroup(const std::vector<
         "of {}); every member must list the same ranks",
         label(), members, who, theirs, key, rendezvous.describe()));
   };
-  rendezvous.set(fmt::format("{}/{}", key, me), members);
+  if (check_members) rendezvous.set(fmt::format("{}/{}", key, me), members);
   uint32_t context = 0;
   if (it == world_members.begin()) {
     int64_t next = world_->store->add("next_context", 1);
@@ -53,9 +54,16 @@ std::shared_ptr<ProcessGroup> ProcessGroupImpl::make_subgroup(const std::vector<
     }
     context = static_cast<uint32_t>(next);
     rendezvous.set(key, fmt::format("{}:{}", context, members));
-    for (auto m = world_members.begin() + 1; m != world_members.end(); ++m) {
-      const std::string theirs = rendezvous.get_string(fmt::format("{}/{}", key, *m));
-      if (theirs != members) throw refuse(*m, theirs);
+    if (check_members) {
+      std::vector<std::string> keys;
+      for (auto m = world_members.begin() + 1; m != world_members.end(); ++m) {
+        keys.push_back(fmt::format("{}/{}", key, *m));
+      }
+      const auto lists = rendezvous.multi_get(keys);
+      for (std::size_t i = 0; i < lists.size(); ++i) {
+        const std::string theirs(lists[i].begin(), lists[i].end());
+        if (theirs != members) throw refuse(world_members[i + 1], theirs);
+      }
     }
   } else {
     const std::string got = rendezvous.get_string(key);
@@ -105,17 +113,17 @@ std::shared_ptr<ProcessGroup> ProcessGroupImpl::split(int color, int key) {
   std::sort(members.begin(), members.end());
   std::vector<int> world_members;
   for (const auto& m : members) world_members.push_back(std::get<2>(m));
-  return make_subgroup(world_members, *store_, fmt::format("split/{}/{}", round, color));
+  return make_subgroup(world_members, *store_, fmt::format("split/{}/{}", round, color), false);
 }
 
 std::shared_ptr<ProcessGroup> ProcessGroupImpl::new_group(const std::vector<int>& ranks) {
   uint64_t round = rounds_.fetch_add(1);
-  return make_subgroup(world_members_of(ranks, "new_group"), *store_, fmt::format("new_group/{}", round));
+  return make_subgroup(world_members_of(ranks, "new_group"), *store_, fmt::format("new_group/{}", round), false);
 }
 
 // Only the members call it, so no round counter of this group can name the group: the caller's store does.
 std::shared_ptr<ProcessGroup> ProcessGroupImpl::new_group_of_members(const std::vector<int>& ranks, Store& rendezvous) {
-  return make_subgroup(world_members_of(ranks, "new_group_of_members"), rendezvous, "dcomm/subgroup");
+  return make_subgroup(world_members_of(ranks, "new_group_of_members"), rendezvous, "dcomm/subgroup", true);
 }
 
 }  // namespace dcomm::runtime
