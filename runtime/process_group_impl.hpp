@@ -81,6 +81,7 @@ class ProcessGroupImpl : public ProcessGroup, public std::enable_shared_from_thi
 
   std::shared_ptr<ProcessGroup> split(int color, int key) override;
   std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks) override;
+  std::shared_ptr<ProcessGroup> new_group_of_members(const std::vector<int>& ranks, Store& rendezvous) override;
 
   void set_algorithm(Collective c, const std::string& name) override;
   std::string explain(Collective c, std::size_t bytes) const override;
@@ -96,8 +97,13 @@ class ProcessGroupImpl : public ProcessGroup, public std::enable_shared_from_thi
                     std::string_view problem = {});
   /// Validates and posts one send or receive (`peer` may be kAnySource for receives).
   WorkPtr post_p2p(bool is_send, const Buffer& buf, int peer, int tag, const P2POptions& opts);
-  /// Builds the subgroup whose members (world ranks, in group-rank order) include this rank.
-  std::shared_ptr<ProcessGroup> make_subgroup(const std::vector<int>& world_members, const std::string& round_key);
+  /// Builds the subgroup whose members (world ranks, in group-rank order) include this rank; the first member
+  /// publishes the group's tag context at `key` of `rendezvous`, the others read it there. `check_members`: the
+  /// first member also checks every member's rank list (when no collective over the parent made them agree).
+  std::shared_ptr<ProcessGroup> make_subgroup(const std::vector<int>& world_members, Store& rendezvous,
+                                              const std::string& key, bool check_members);
+  /// `ranks` as world ranks, after checking they are distinct ranks of this group (`op` names the call).
+  std::vector<int> world_members_of(const std::vector<int>& ranks, const char* op) const;
   const std::string& label() const { return label_; }
   void check_peer(const char* op, int peer, bool allow_any) const;
   void check_usable(const char* op) const;

@@ -6,18 +6,33 @@
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 
+#include <cerrno>
+#include <cstdlib>
 #include <dcomm/dcomm.hpp>
+#include <limits>
 #include <numeric>
 
-#include "store_adapter.hpp"
 #include "tensors.hpp"
 
 namespace dcomm_torch {
 namespace {
 
-// Host collectives up to this size run on the calling thread (dcomm's blocking fast path, no hand-off to its
-// worker thread): they finish in microseconds, and torch waits for them at once unless async_op is set.
-constexpr std::size_t kInlineBytes = 64 * 1024;
+// Host collectives run on the calling thread (dcomm's blocking path, as dcomm-bench runs them): torch waits for
+// them at once unless async_op is set, and handing a call to dcomm's worker thread costs two thread wake-ups whose
+// latency puts the ranks out of step. Profiled at 16 MiB on 2 ranks: with the hand-off, the first barrier of
+// all_reduce[shm_direct] waited past its spin and yield phases and slept about 5 times per call; inline, never.
+// DCOMM_TORCH_ASYNC_BYTES=N hands host calls above N bytes to the worker instead, for programs that overlap
+// collectives with computation on cores of their own (DDP's buckets with async_op).
+std::size_t async_bytes_from_environment() {
+  const char* v = std::getenv("DCOMM_TORCH_ASYNC_BYTES");
+  if (v == nullptr || *v == '\0') return std::numeric_limits<std::size_t>::max();
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long n = std::strtoull(v, &end, 10);
+  TORCH_CHECK(errno == 0 && *end == '\0' && v[0] != '-', "dcomm: DCOMM_TORCH_ASYNC_BYTES='", v,
+              "' is not a byte count (unset it to run host collectives on the calling thread)");
+  return static_cast<std::size_t>(n);
+}
 
 dcomm::Duration duration_of(std::chrono::milliseconds t) {
   return t == c10d::kUnsetTimeout ? dcomm::kDefaultTimeout : dcomm::Duration(t.count());
@@ -49,18 +64,12 @@ std::vector<std::size_t> displs(const std::vector<std::size_t>& counts) {
 
 }  // namespace
 
-DcommBackend::DcommBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                           std::chrono::milliseconds timeout)
-    : c10d::ProcessGroup(rank, size), poller_(std::make_shared<Poller>()) {
-  dcomm::InitOptions o;
-  o.rank = rank;
-  o.world_size = size;
-  o.timeout = duration_of(timeout);
-  // This group's ranks are torch's group ranks, not the launcher's: the rest of the identity (local rank, node)
-  // comes from dcomm's exchange through torch's store, never from RANK / LOCAL_RANK.
-  o.from_environment = false;
-  o.store = adapt_store(store, fmt::format("torch's store (group of {} ranks)", size));
-  pg_ = dcomm::init(o);
+DcommBackend::DcommBackend(dcomm::ProcessGroupPtr pg, int rank, int size, std::chrono::milliseconds timeout)
+    : c10d::ProcessGroup(rank, size),
+      pg_(std::move(pg)),
+      poller_(std::make_shared<Poller>()),
+      timeout_(duration_of(timeout) == dcomm::kDefaultTimeout ? pg_->timeout() : duration_of(timeout)),
+      async_bytes_(async_bytes_from_environment()) {
   init();
 }
 
@@ -76,6 +85,7 @@ c10::intrusive_ptr<c10d::Work> DcommBackend::make_work(c10d::OpType type, std::v
 }
 
 dcomm::WorkPtr DcommBackend::issue(const std::function<dcomm::WorkPtr()>& call) {
+  ++collective_calls_;
   try {
     return call();
   } catch (const dcomm::TimeoutError&) {
@@ -85,9 +95,9 @@ dcomm::WorkPtr DcommBackend::issue(const std::function<dcomm::WorkPtr()>& call) 
 
 dcomm::CollectiveOptions DcommBackend::options(std::chrono::milliseconds timeout, const at::Tensor& t) {
   dcomm::CollectiveOptions o;
-  o.timeout = duration_of(timeout);
+  o.timeout = timeout == c10d::kUnsetTimeout ? timeout_ : duration_of(timeout);
   o.stream = current_stream(t);
-  o.async_op = t.is_cuda() || static_cast<std::size_t>(t.nbytes()) > kInlineBytes;
+  o.async_op = t.is_cuda() || static_cast<std::size_t>(t.nbytes()) > async_bytes_;
   return o;
 }
 
@@ -114,23 +124,15 @@ c10::intrusive_ptr<c10d::Work> DcommBackend::allreduce(std::vector<at::Tensor>& 
 
 c10::intrusive_ptr<c10d::Work> DcommBackend::allreduce_coalesced(std::vector<at::Tensor>& tensors,
                                                                  const c10d::AllreduceCoalescedOptions& opts) {
-  check_tensors(tensors, "allreduce_coalesced", false);
-  std::vector<dcomm::WorkPtr> works;
-  std::vector<at::Tensor> stages;
-  for (const auto& t : tensors) {
-    stages.push_back(staged(t));
-    works.push_back(issue([&] {
-      return pg_->all_reduce(buffer_of(stages.back()), reduction_of(opts.reduceOp, t, "allreduce_coalesced"),
-                             options(opts.timeout, stages.back()));
-    }));
-  }
+  // As gloo does: one collective over the tensors flattened into one buffer, which therefore share a dtype and a
+  // device (they may differ in shape).
+  check_coalescible(tensors, "allreduce_coalesced");
+  dcomm::Reduction red = reduction_of(opts.reduceOp, tensors[0], "allreduce_coalesced");
+  at::Tensor flat = flatten(tensors), s = staged(flat);
+  auto w = issue([&] { return pg_->all_reduce(buffer_of(s), red, options(opts.timeout, s)); });
   std::vector<at::Tensor> users = tensors;
   return make_work(
-      c10d::OpType::ALLREDUCE_COALESCED, std::move(works),
-      [stages, users] {
-        for (std::size_t i = 0; i < users.size(); ++i) copy_back(stages[i], users[i]);
-      },
-      tensors);
+      c10d::OpType::ALLREDUCE_COALESCED, {w}, [flat, users] { unflatten(flat, users); }, tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> DcommBackend::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
@@ -138,11 +140,11 @@ c10::intrusive_ptr<c10d::Work> DcommBackend::reduce(std::vector<at::Tensor>& ten
   check_rank(static_cast<int>(opts.rootRank), size_, "root", "reduce");
   at::Tensor t = tensors[0], s = staged(t);
   const int root = static_cast<int>(opts.rootRank);
-  // Only the root's tensor changes; the others keep their input, as with gloo.
-  at::Tensor out = rank_ == root ? s : at::empty_like(s);
+  // Only the root's tensor changes (in place); the others keep their input, as with gloo, and pass no output
+  // (dcomm reads a reduce's recv on the root only: no buffer of the tensor's size to allocate on every call).
+  dcomm::Buffer out = rank_ == root ? buffer_of(s) : empty_buffer_like(s);
   auto w = issue([&] {
-    return pg_->reduce(buffer_of(s), buffer_of(out), root, reduction_of(opts.reduceOp, t, "reduce"),
-                       options(opts.timeout, s));
+    return pg_->reduce(buffer_of(s), out, root, reduction_of(opts.reduceOp, t, "reduce"), options(opts.timeout, s));
   });
   return make_work(
       c10d::OpType::REDUCE, {w}, [s, t] { copy_back(s, t); }, tensors);
@@ -183,30 +185,26 @@ c10::intrusive_ptr<c10d::Work> DcommBackend::_allgather_base(at::Tensor& output,
 c10::intrusive_ptr<c10d::Work> DcommBackend::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
                                                                  std::vector<at::Tensor>& inputs,
                                                                  const c10d::AllgatherOptions& opts) {
-  check_tensors(inputs, "allgather_coalesced", false);
+  // As gloo does: one all_gather of the inputs flattened into one buffer; rank r's row of the result holds its
+  // inputs in order, copied out into outputs[r].
+  check_coalescible(inputs, "allgather_coalesced");
   TORCH_CHECK(outputs.size() == to_size(size_), "dcomm: allgather_coalesced needs ", size_, " output lists, got ",
               outputs.size());
   for (const auto& list : outputs) {
     TORCH_CHECK(list.size() == inputs.size(), "dcomm: allgather_coalesced needs output lists of ", inputs.size(),
-                " tensors (one per input)");
+                " tensors (one per input), got one of ", list.size());
     for (std::size_t i = 0; i < list.size(); ++i) check_tensors({list[i], inputs[i]}, "allgather_coalesced", true);
   }
-  std::vector<dcomm::WorkPtr> works;
-  std::vector<at::Tensor> flats;
-  for (const auto& t : inputs) {
-    flats.push_back(rows_like(t, size_));
-    works.push_back(issue(
-        [&] { return pg_->all_gather(buffer_of(staged(t)), buffer_of(flats.back()), options(opts.timeout, t)); }));
-  }
+  at::Tensor flat = flatten(inputs), s = staged(flat);
+  at::Tensor rows = at::empty({size_, flat.numel()}, flat.options()), so = staged(rows);
+  auto w = issue([&] { return pg_->all_gather(buffer_of(s), buffer_of(so), options(opts.timeout, so)); });
   auto outs = outputs;
   std::vector<at::Tensor> all;
   for (const auto& l : outputs) all.insert(all.end(), l.begin(), l.end());
   return make_work(
-      c10d::OpType::ALLGATHER_COALESCED, std::move(works),
-      [flats, outs] {
-        for (std::size_t r = 0; r < outs.size(); ++r) {
-          for (std::size_t i = 0; i < flats.size(); ++i) copy_back(flats[i][static_cast<int64_t>(r)], outs[r][i]);
-        }
+      c10d::OpType::ALLGATHER_COALESCED, {w},
+      [rows, outs] {
+        for (std::size_t r = 0; r < outs.size(); ++r) unflatten(rows[static_cast<int64_t>(r)], outs[r]);
       },
       all);
 }
@@ -375,7 +373,7 @@ c10::intrusive_ptr<c10d::Work> DcommBackend::alltoall(std::vector<at::Tensor>& o
 
 c10::intrusive_ptr<c10d::Work> DcommBackend::barrier(const c10d::BarrierOptions& opts) {
   dcomm::CollectiveOptions o;
-  o.timeout = duration_of(opts.timeout);
+  o.timeout = opts.timeout == c10d::kUnsetTimeout ? timeout_ : duration_of(opts.timeout);
   return make_work(c10d::OpType::BARRIER, {issue([&] { return pg_->barrier(o); })}, nullptr, {});
 }
 

@@ -17,13 +17,15 @@ namespace dcomm_torch {
 
 class DcommBackend : public c10d::ProcessGroup {
  public:
-  /// Joins a dcomm group of `size` ranks through torch's store (collective over the group's ranks).
-  DcommBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout);
+  /// Over `pg` (join_group's), the group's rank and size; `timeout` bounds each call that names none.
+  DcommBackend(dcomm::ProcessGroupPtr pg, int rank, int size, std::chrono::milliseconds timeout);
   ~DcommBackend() override;
 
   const std::string getBackendName() const override { return "dcomm"; }
   /// The dcomm group underneath (for explain() and set_algorithm() from Python).
   const dcomm::ProcessGroupPtr& group() const { return pg_; }
+  /// How many dcomm collectives this group has issued (a coalesced torch call is one).
+  uint64_t collective_calls() const { return collective_calls_.load(); }
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override;
@@ -69,8 +71,8 @@ class DcommBackend : public c10d::ProcessGroup {
   // A Work over `works`, running `finish` after they succeed; `outputs` become result() and the future's value.
   c10::intrusive_ptr<c10d::Work> make_work(c10d::OpType type, std::vector<dcomm::WorkPtr> works,
                                            std::function<void()> finish, std::vector<at::Tensor> outputs);
-  // Runs one dcomm call (which may block: small host collectives run inline), giving its errors torch's words.
-  static dcomm::WorkPtr issue(const std::function<dcomm::WorkPtr()>& call);
+  // Runs one dcomm call (which may block: host collectives run inline), giving its errors torch's words.
+  dcomm::WorkPtr issue(const std::function<dcomm::WorkPtr()>& call);
   // Options for one collective: async, with torch's timeout (or the group's) and the tensor's current stream.
   dcomm::CollectiveOptions options(std::chrono::milliseconds timeout, const at::Tensor& t);
   c10::intrusive_ptr<c10d::Work> point_to_point(std::vector<at::Tensor>& tensors, int peer, int tag, bool is_send);
@@ -78,6 +80,9 @@ class DcommBackend : public c10d::ProcessGroup {
   dcomm::ProcessGroupPtr pg_;
   std::shared_ptr<Poller> poller_;
   std::atomic<uint64_t> seq_{0};
+  std::atomic<uint64_t> collective_calls_{0};
+  dcomm::Duration timeout_;  // torch's timeout for this group (a subgroup's world may have another)
+  std::size_t async_bytes_;  // host calls above this hand off to dcomm's worker (DCOMM_TORCH_ASYNC_BYTES)
 };
 
 }  // namespace dcomm_torch

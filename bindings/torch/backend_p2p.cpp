@@ -33,7 +33,20 @@ c10::intrusive_ptr<c10d::Work> DcommBackend::point_to_point(std::vector<at::Tens
   o.stream = current_stream(t);
   dcomm::WorkPtr w = is_send ? pg_->send(buffer_of(s), peer, tag, o) : pg_->recv(buffer_of(s), peer, tag, o);
   std::function<void()> finish;
-  if (!is_send) finish = [s, t] { copy_back(s, t); };
+  if (!is_send) {
+    // dcomm accepts a message shorter than the receive buffer (its size is the Work's bytes()); torch's recv
+    // means "a tensor of this size", and gloo fails on any other. A silent partial receive would leave the tail
+    // as it was, so a shorter message fails here, on the receiver, naming both sizes. (A longer one never gets
+    // this far: dcomm fails it as not fitting.)
+    finish = [s, t, w, peer, tag, rank = rank_] {
+      const auto got = w->bytes(), want = static_cast<std::size_t>(s.nbytes());
+      TORCH_CHECK(got == want, "dcomm: recv on rank ", rank, " from rank ", w->source(),
+                  peer == dcomm::kAnySource ? " (any source)" : "", " tag ", tag, ": the message holds ", got,
+                  " bytes but the ", t.scalar_type(), " tensor of ", t.numel(), " elements holds ", want,
+                  "; torch's recv takes a tensor of exactly the message's size (send and recv disagree on it)");
+      copy_back(s, t);
+    };
+  }
   return make_work(is_send ? c10d::OpType::SEND : (peer == dcomm::kAnySource ? c10d::OpType::RECVANYSOURCE
                                                                                 : c10d::OpType::RECV),
                    {w}, std::move(finish), tensors);

@@ -7,17 +7,21 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "backend.hpp"
+#include "groups.hpp"
 
 namespace py = pybind11;
 
 namespace {
 
-// torch calls the creator as creator(prefix_store, group_rank, group_size, timeout) for the world and for every
-// new_group; joining blocks until the group's ranks have all arrived, so the GIL is released meanwhile.
+// torch calls the creator for the world and for every new_group, on the group's members only, with the members'
+// global ranks (register_backend's extended_api). Joining blocks until the group's ranks have all arrived, so the
+// GIL is released meanwhile.
 c10::intrusive_ptr<c10d::ProcessGroup> create(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                                              std::chrono::milliseconds timeout) {
+                                              std::chrono::milliseconds timeout, std::vector<int> global_ranks,
+                                              const std::string& name) {
   py::gil_scoped_release no_gil;
-  return c10::make_intrusive<dcomm_torch::DcommBackend>(store, rank, size, timeout);
+  auto pg = dcomm_torch::join_group(store, rank, size, timeout, std::move(global_ranks), name);
+  return c10::make_intrusive<dcomm_torch::DcommBackend>(std::move(pg), rank, size, timeout);
 }
 
 }  // namespace
@@ -37,8 +41,11 @@ PYBIND11_MODULE(dcomm_torch, m) {
              return pg.group()->explain(c, bytes);
            },
            py::arg("collective"), py::arg("bytes"),
-           "Each algorithm's predicted time for `bytes` on this group, and dcomm's choice.");
-  m.def("_create_process_group", &create, py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"));
+           "Each algorithm's predicted time for `bytes` on this group, and dcomm's choice.")
+      .def("collective_calls", &dcomm_torch::DcommBackend::collective_calls,
+           "How many dcomm collectives this group has issued (a coalesced torch call is one).");
+  m.def("_create_process_group", &create, py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
+        py::arg("global_ranks"), py::arg("name"));
   m.attr("__version__") = dcomm::version();
   // torch 1.13's dist.monitored_barrier() refuses every backend but gloo before asking the group; let it ask a
   // dcomm group too (the group's monitoredBarrier names the ranks that did not arrive).
@@ -56,8 +63,13 @@ monitored_barrier.__doc__ = _gloo_only_monitored_barrier.__doc__
 _c10d.monitored_barrier = monitored_barrier
 _dist.monitored_barrier = monitored_barrier
 )", m.attr("__dict__"));
-  py::object backend = dist.attr("Backend");
-  if (!py::bool_(backend.attr("_plugins").attr("__contains__")("DCOMM"))) {
-    backend.attr("register_backend")("dcomm", m.attr("_create_process_group"));
-  }
+  // Registered with extended_api, so that torch passes the members' global ranks and the group's name.
+  py::exec(R"(
+import torch.distributed as _dist
+def _create(opts, pg_options):
+    return _create_process_group(opts.store, opts.group_rank, opts.group_size, opts.timeout,
+                                 list(opts.global_ranks_in_group), str(opts.group_id))
+if "DCOMM" not in _dist.Backend._plugins:
+    _dist.Backend.register_backend("dcomm", _create, extended_api=True)
+)", m.attr("__dict__"));
 }

@@ -61,6 +61,36 @@ void check_tensors(const std::vector<at::Tensor>& ts, const char* op, bool same_
   }
 }
 
+void check_coalescible(const std::vector<at::Tensor>& ts, const char* op) {
+  TORCH_CHECK(!ts.empty(), "dcomm: ", op, " requires a non-empty tensor list");
+  for (const auto& t : ts) {
+    check_tensor(t, op);
+    TORCH_CHECK(t.scalar_type() == ts[0].scalar_type() && t.device() == ts[0].device(), "dcomm: ", op,
+                " flattens its tensors into one buffer, so they must share a dtype and a device; got ",
+                ts[0].scalar_type(), " on ", ts[0].device(), " and ", t.scalar_type(), " on ", t.device());
+  }
+}
+
+at::Tensor flatten(const std::vector<at::Tensor>& ts) {
+  int64_t total = 0;
+  for (const auto& t : ts) total += t.numel();
+  at::Tensor flat = at::empty({total}, ts[0].options().memory_format(c10::nullopt));
+  int64_t at = 0;
+  for (const auto& t : ts) {
+    if (t.numel() > 0) flat.narrow(0, at, t.numel()).view(t.sizes()).copy_(t);
+    at += t.numel();
+  }
+  return flat;
+}
+
+void unflatten(const at::Tensor& flat, const std::vector<at::Tensor>& ts) {
+  int64_t at = 0;
+  for (const auto& t : ts) {
+    if (t.numel() > 0) t.copy_(flat.narrow(0, at, t.numel()).view(t.sizes()));
+    at += t.numel();
+  }
+}
+
 at::Tensor staged(const at::Tensor& t) {
   at::Tensor c = t.is_contiguous() ? t : t.contiguous();
   if (c.is_complex()) c = at::view_as_real(c);
@@ -82,7 +112,8 @@ dcomm::Buffer buffer_of(const at::Tensor& c) {
 }
 
 dcomm::Buffer empty_buffer_like(const at::Tensor& t) {
-  dcomm::Buffer b = buffer_of(staged(t));
+  // The type and device only: staging `t` (a copy when it is not contiguous) would be a pass for nothing.
+  dcomm::Buffer b = buffer_of(t);
   b.data = nullptr;
   b.count = 0;
   return b;

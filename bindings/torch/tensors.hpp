@@ -17,6 +17,13 @@ void check_tensor(const at::Tensor& t, const char* op);
 /// Every tensor checked, and all of one dtype and numel when `same_shape`.
 void check_tensors(const std::vector<at::Tensor>& ts, const char* op, bool same_shape);
 
+/// Checks a coalesced call's list: not empty, every tensor checked, all of one dtype and device (as gloo asks).
+void check_coalescible(const std::vector<at::Tensor>& ts, const char* op);
+/// The tensors' elements one after another in a new 1-D tensor of their dtype (one pass over them).
+at::Tensor flatten(const std::vector<at::Tensor>& ts);
+/// Copies consecutive runs of `flat` back into `ts`, in order and in their shapes (one pass).
+void unflatten(const at::Tensor& flat, const std::vector<at::Tensor>& ts);
+
 /// A contiguous tensor holding `t`'s elements (`t` itself when it already is one); complex tensors as their real
 /// view (twice the elements). Write results back with copy_back.
 at::Tensor staged(const at::Tensor& t);

@@ -25,8 +25,7 @@ DcommWork::DcommWork(int rank, c10d::OpType type, std::vector<dcomm::WorkPtr> wo
       works_(std::move(works)),
       finish_(std::move(finish)),
       outputs_(std::move(outputs)),
-      poller_(std::move(poller)),
-      future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
+      poller_(std::move(poller)) {}
 
 DcommWork::~DcommWork() = default;
 
@@ -49,6 +48,11 @@ void DcommWork::complete(std::exception_ptr error) {
   }
   done_.store(true);
   cv_.notify_all();
+  if (future_) settle_future();
+}
+
+void DcommWork::settle_future() {
+  std::exception_ptr error = exception();
   if (error) {
     future_->setError(error);
   } else {
@@ -122,13 +126,18 @@ void DcommWork::abort() {
 }
 
 c10::intrusive_ptr<c10::ivalue::Future> DcommWork::getFuture() {
+  std::lock_guard<std::mutex> once(complete_mu_);
+  if (!future_) {
+    future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
+    if (done_.load()) settle_future();
+  }
   if (!done_.load() && !polled_.exchange(true)) {
     poller_->add(c10::intrusive_ptr<DcommWork>::reclaim_copy(this));
   }
   return future_;
 }
 
-Poller::Poller() : thread_([this] { loop(); }) {}
+Poller::Poller() = default;
 
 Poller::~Poller() {
   {
@@ -136,13 +145,15 @@ Poller::~Poller() {
     stopping_ = true;
   }
   cv_.notify_all();
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
 }
 
 void Poller::add(c10::intrusive_ptr<DcommWork> work) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     pending_.push_back(std::move(work));
+    // Started by the first future asked for: most groups never need one (torch waits for its calls at once).
+    if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
   }
   cv_.notify_all();
 }

@@ -4,14 +4,13 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <dcomm/work.hpp>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
-#include <vector>
-
-#include <dcomm/work.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
+#include <vector>
 
 namespace dcomm_torch {
 
@@ -46,20 +45,23 @@ class DcommWork : public c10d::Work {
  private:
   // Runs the finisher (on success) and marks the work and its future complete. Once.
   void complete(std::exception_ptr error);
+  // Completes future_ with the outcome (under complete_mu_, once the work is done).
+  void settle_future();
 
   std::vector<dcomm::WorkPtr> works_;
   std::function<void()> finish_;
   std::vector<at::Tensor> outputs_;
   std::shared_ptr<Poller> poller_;
+  // Made on the first getFuture() (most calls never ask: a collective torch waits for at once pays no future).
   c10::intrusive_ptr<c10::ivalue::Future> future_;
-  std::mutex complete_mu_;  // serializes complete(); c10d::Work::mutex_ guards completed_ and exception_
+  std::mutex complete_mu_;  // serializes complete() and getFuture(); c10d::Work::mutex_ guards completed_, exception_
   std::atomic<bool> done_{false};
   std::atomic<bool> polled_{false};  // registered with the poller
 };
 
 /// Completes the works whose futures someone holds, so that a future's callbacks (DDP's comm hooks) run without
-/// anyone calling wait(). One thread per backend; it sleeps while nothing is registered and backs off from
-/// spinning to 1 ms sleeps while something is.
+/// anyone calling wait(). One thread per backend, started by the first add(); it sleeps while nothing is
+/// registered and backs off from spinning to 1 ms sleeps while something is.
 class Poller {
  public:
   Poller();

@@ -126,6 +126,10 @@ class ProcessGroup {
   virtual std::shared_ptr<ProcessGroup> split(int color, int key) = 0;
   /// A group of the given ranks of this group (every rank of this group must call it; non-members get null).
   virtual std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks) = 0;
+  /// The same group made by its members alone (the other ranks need not call it): they agree on it through
+  /// `rendezvous`, a store they share that no other group's creation uses (torch's per-group store, for one), and
+  /// must list the same ranks (else InvalidUsageError on the members that differ). Non-members get null.
+  virtual std::shared_ptr<ProcessGroup> new_group_of_members(const std::vector<int>& ranks, Store& rendezvous) = 0;
 
   // ---- Algorithm selection.
   /// Forces an algorithm for a collective on this group ("" returns to the cost model).

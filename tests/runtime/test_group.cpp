@@ -3,7 +3,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
+#include <map>
+#include <mutex>
 #include <thread>
 
 #include "tests/runtime/group_algorithms.hpp"
@@ -120,6 +123,54 @@ TEST_CASE("split and new_group make independent groups over the same ranks", "[r
     }
     auto none = pg.split(r == 2 ? -1 : 0, 0);
     RANK_EXPECT(f, (none == nullptr) == (r == 2), "a negative color joins no group");
+    pg.barrier();
+  });
+  INFO(first(failures));
+  CHECK(failures.empty());
+}
+
+TEST_CASE("new_group_of_members: only the members call, each group named by its own store", "[runtime][group]") {
+  static std::mutex mu;
+  static std::map<std::string, std::shared_ptr<Store>> stores;
+  stores.clear();
+  auto failures = run_ranks(5, [](ProcessGroup& pg, std::vector<std::string>& f) {
+    auto store_of = [](const std::string& name) {
+      std::lock_guard<std::mutex> lock(mu);
+      auto& s = stores[name];
+      if (!s) s = make_memory_store();
+      return s;
+    };
+    const int r = pg.rank();
+    // Each rank makes only the groups it is in, so the ranks make different numbers of groups (torch's way).
+    const std::vector<std::vector<int>> sets = {{0, 2, 4}, {1, 3}, {4, 0}, {2}, {3, 2, 1, 0}, {0, 2, 4}};
+    for (std::size_t i = 0; i < sets.size(); ++i) {
+      const auto& s = sets[i];
+      auto at = std::find(s.begin(), s.end(), r);
+      if (at == s.end()) continue;
+      auto g = pg.new_group_of_members(s, *store_of("group " + std::to_string(i)));
+      const std::string what = "group " + std::to_string(i);
+      RANK_EXPECT(f, g && g->rank() == at - s.begin() && g->size() == static_cast<int>(s.size()), what + " rank");
+      if (!g) continue;
+      std::vector<double> x = {value_of(r, i), value_of(r, i + 1)};
+      g->all_reduce(Buffer(x), ReduceOp::kSum);
+      for (std::size_t k = 0; k < 2; ++k) {
+        double want = 0;
+        for (int m : s) want += value_of(m, i + k);
+        RANK_EXPECT(f, x[k] == want, what + " all_reduce");
+      }
+    }
+    // Members given different ranks are refused at once, the first member too (no group, no wait for rank 2).
+    if (r == 0 || r == 1) {
+      try {
+        auto g = pg.new_group_of_members(r == 0 ? std::vector<int>{0, 1} : std::vector<int>{0, 1, 2},
+                                         *store_of("mismatch"));
+        f.push_back("rank " + std::to_string(r) + ": a member's different rank list was accepted");
+      } catch (const InvalidUsageError& e) {
+        const std::string msg = e.what();  // both refuse, each naming both lists
+        RANK_EXPECT(f, msg.find("[0,1,2]") != std::string::npos && msg.find("[0,1]") != std::string::npos,
+                    "the refusal names both lists: " + msg);
+      }
+    }
     pg.barrier();
   });
   INFO(first(failures));

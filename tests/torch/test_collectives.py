@@ -3,6 +3,7 @@ and op, sizes 0, 1, odd and large, contiguous and not. Each rank computes every 
 can check the result alone. Run by dcomm-run or torchrun on 2 or 3 ranks: test_collectives.py [env|tcp|file] [quick]
 """
 import functools
+import os
 import sys
 from datetime import timedelta
 
@@ -117,12 +118,37 @@ def check_all_reduce(rank, n, sizes):
         tt = base[rank].clone().t()
         dist.all_reduce(tt, op=R.SUM)
         same(tt, reference([b.t() for b in base], R.SUM, dt), f"all_reduce of a transpose {dt}")
-    # Coalesced: several tensors of one dtype in one call.
-    xs = [[data(r, k, torch.float32, salt=k) for k in (0, 1, 5, 1000)] for r in range(n)]
-    ts = [x.clone() for x in xs[rank]]
-    dist.all_reduce_coalesced(ts, op=R.MAX)
-    for i, t in enumerate(ts):
-        same(t, reference([x[i] for x in xs], R.MAX, torch.float32), f"all_reduce_coalesced tensor {i}")
+    check_all_reduce_coalesced(rank, n)
+
+
+def dcomm_calls(group=None):
+    """How many dcomm collectives the group's backend has issued."""
+    pg = group if group is not None else dist.distributed_c10d._get_default_group()
+    return pg.collective_calls()
+
+
+def check_all_reduce_coalesced(rank, n):
+    """Several tensors of one dtype (any shapes, strided too) in one dcomm call over a flattened buffer, as gloo."""
+    for dt, op in ((torch.float32, R.MAX), (torch.int64, R.SUM), (torch.complex64, R.SUM), (torch.float64, R.AVG),
+                   (torch.bool, R.PRODUCT)):
+        xs = [[data(r, k, dt, op, salt=k) for k in (0, 1, 5, 1000, 4 * 7)] for r in range(n)]
+        ts = [x.clone() for x in xs[rank]]
+        ts[4] = ts[4].view(4, 7).t()  # a transposed view: staged through the flat buffer, written back in place
+        before = dcomm_calls()
+        dist.all_reduce_coalesced(ts, op=op)
+        if dcomm_calls() - before != 1:
+            fail(f"all_reduce_coalesced of {len(ts)} {dt} tensors made {dcomm_calls() - before} dcomm calls, not 1")
+        for i, t in enumerate(ts):
+            want = reference([x[i] for x in xs], op, dt)
+            same(t, want.view(4, 7).t() if i == 4 else want, f"all_reduce_coalesced {op} {dt} tensor {i}")
+    try:  # the backend's own check (torch's Python wrapper refuses mixed dtypes before asking it)
+        pg = dist.distributed_c10d._get_default_group()
+        pg.allreduce_coalesced([torch.zeros(2), torch.zeros(2, dtype=torch.float64)],
+                               dist.AllreduceCoalescedOptions()).wait()
+        fail("all_reduce_coalesced of float32 and float64 did not raise")
+    except RuntimeError as e:
+        if "share a dtype" not in str(e):
+            fail(f"all_reduce_coalesced of mixed dtypes: unclear message: {e}")
 
 
 def check_rooted(rank, n, sizes):
@@ -138,6 +164,8 @@ def check_rooted(rank, n, sizes):
                 dist.reduce(t, root, op=op)
                 if rank == root:
                     same(t, reference(xs, op, dt), f"reduce {dt} n={size} root={root}")
+                else:
+                    same(t, xs[rank], f"reduce {dt} n={size} root={root}: a non-root's tensor keeps its input")
                 out = [torch.empty_like(xs[0]) for _ in range(n)] if rank == root else None
                 dist.gather(xs[rank], out, dst=root)
                 if rank == root:
@@ -177,10 +205,21 @@ def check_gathers(rank, n, sizes):
     xs = [[data(r, 3, torch.int32, salt=1), data(r, 0, torch.int32), data(r, 11, torch.int32, salt=2)]
           for r in range(n)]
     outs = [[torch.empty_like(x) for x in xs[0]] for _ in range(n)]
+    outs[-1][2] = torch.empty(22, dtype=torch.int32)[::2]  # a strided output
+    before = dcomm_calls()
     dist.all_gather_coalesced(outs, xs[rank])
+    if dcomm_calls() - before != 1:
+        fail(f"all_gather_coalesced of 3 tensors made {dcomm_calls() - before} dcomm calls, not 1")
     for r in range(n):
         for i in range(3):
             same(outs[r][i], xs[r][i], f"all_gather_coalesced rank {r} tensor {i}")
+    xs = [[data(r, 6, torch.complex128, salt=5).view(2, 3), data(r, 1, torch.complex128, salt=6).view(())]
+          for r in range(n)]
+    outs = [[torch.empty_like(x) for x in xs[0]] for _ in range(n)]
+    dist.all_gather_coalesced(outs, xs[rank])
+    for r in range(n):
+        for i in range(2):
+            same(outs[r][i], xs[r][i], f"all_gather_coalesced complex128 rank {r} tensor {i}")
     xs = [data(r, 12, torch.float32, salt=4).view(3, 4) for r in range(n)]
     outs = [torch.zeros(4, 3).t() for _ in range(n)]
     dist.all_gather(outs, xs[rank])
@@ -279,10 +318,47 @@ def check_subgroups(rank, n):
     dist.barrier()
 
 
-def check_async(rank, n):
+def process_counts():
+    """Threads and memory mappings of this process: a dcomm world adds both (its mesh's shared-memory rings, its
+    threads); a subgroup of one adds neither."""
+    with open("/proc/self/maps") as f:
+        return len(os.listdir("/proc/self/task")), sum(1 for _ in f)
+
+
+def check_many_groups(rank, n):
+    """Many torch groups over the world's connections: each is a dcomm subgroup (no new mesh, threads or shared
+    memory), and each computes right. Every rank calls new_group, as torch requires; only members build one."""
+    sets = [list(range(n)), [n - 1], [0, n - 1], list(range(n - 1, -1, -1)), sorted({1, n - 1}), [0],
+            list(range(n))] * 2
+    dist.barrier()
+    threads, maps = process_counts()
+    for i, ranks in enumerate(sets):
+        g = dist.new_group(ranks)
+        if rank not in ranks:
+            continue
+        members = sorted(ranks)
+        xs = {r: data(r, 7 + i, torch.float32, salt=80 + i) for r in members}
+        t = xs[rank].clone()
+        dist.all_reduce(t, group=g)
+        same(t, reference(list(xs.values()), R.SUM, torch.float32), f"all_reduce in new group {i} {members}")
+        out = [torch.empty(7 + i) for _ in members]
+        dist.all_gather(out, xs[rank], group=g)
+        for j, r in enumerate(members):
+            same(out[j], xs[r], f"all_gather in new group {i} {members}")
+    dist.barrier()
+    now_threads, now_maps = process_counts()
+    # A world of its own per group added about 10 mappings and 2 threads per group here.
+    if now_threads > threads or now_maps > maps + len(sets):
+        fail(f"{len(sets)} new groups took this process from {threads} threads and {maps} mappings to "
+             f"{now_threads} and {now_maps}: groups should share the world's mesh")
+
+
+def check_async(rank, n, group=None):
+    """Async handles and futures: on a group that runs host collectives inline (the default: complete at the
+    call) and on one that hands them to dcomm's worker (DCOMM_TORCH_ASYNC_BYTES=0: complete later)."""
     xs = [data(r, 50_000, torch.float32, salt=60) for r in range(n)]
     ts = [xs[rank].clone() * (k + 1) for k in range(4)]
-    hs = [dist.all_reduce(t, async_op=True) for t in ts]
+    hs = [dist.all_reduce(t, async_op=True, group=group) for t in ts]
     fut = hs[0].get_future().then(lambda f: f.value()[0] * 2)
     for h in reversed(hs):
         if not h.wait(timeout=timedelta(seconds=120)):
@@ -291,19 +367,28 @@ def check_async(rank, n):
             fail("a waited handle is not complete and successful")
     want = reference(xs, R.SUM, torch.float32)
     for k, t in enumerate(ts):
-        same(t, want * (k + 1), f"async all_reduce {k}")
+        same(t, want * (k + 1), f"async all_reduce {k} (group {group})")
     same(fut.wait(), want * 2, "a future's then() callback")
     same(hs[1].result()[0], want * 2, "Work.result()")
     # A future nobody waits on through the Work: its callback runs when dcomm's work completes.
     t = xs[rank].clone()
-    f = dist.all_reduce(t, async_op=True).get_future()
+    f = dist.all_reduce(t, async_op=True, group=group).get_future()
     same(torch.futures.wait_all([f])[0][0], want, "torch.futures.wait_all")
-    h = dist.barrier(async_op=True)
+    h = dist.barrier(async_op=True, group=group)
     h.wait()
-    h = dist.broadcast(torch.zeros(3), 0, async_op=True)
+    h = dist.broadcast(torch.zeros(3), 0, async_op=True, group=group)
     h.get_future().wait()
     if not h.is_completed():
         fail("a handle whose future completed is not complete")
+
+
+def async_group():
+    """A group whose host collectives all go through dcomm's worker thread (the variable is read at creation)."""
+    os.environ["DCOMM_TORCH_ASYNC_BYTES"] = "0"
+    try:
+        return dist.new_group()
+    finally:
+        del os.environ["DCOMM_TORCH_ASYNC_BYTES"]
 
 
 def check_errors(rank, n):
@@ -321,6 +406,31 @@ def check_errors(rank, n):
     except RuntimeError as e:
         if "bitwise" not in str(e):
             fail(f"BXOR on float: unclear message: {e}")
+    check_recv_size_mismatch(rank, n)
+    dist.barrier()
+
+
+def check_recv_size_mismatch(rank, n):
+    """A recv whose tensor is not the message's size raises on the receiver, as with gloo, instead of leaving the
+    tail untouched (shorter message) or truncating (longer); the group stays usable."""
+    last = n - 1
+    if rank == 0:
+        dist.send(data(0, 3, torch.float32, salt=70), last, tag=11)
+        dist.send(data(0, 5, torch.float32, salt=71), last, tag=12)
+        dist.send(data(0, 4, torch.int64, salt=72), last, tag=13)
+    elif rank == last:
+        for size, tag, want in ((5, 11, "holds 12 bytes but the Float tensor of 5 elements holds 20"),
+                                (3, 12, "does not fit")):
+            t = torch.full((size,), 7.0)
+            try:
+                dist.recv(t, 0, tag=tag)
+                fail(f"recv of a {3 if tag == 11 else 5}-float message into {size} floats did not raise")
+            except RuntimeError as e:
+                if want not in str(e) or "rank 0" not in str(e):
+                    fail(f"recv size mismatch (tag {tag}): unclear message: {e}")
+        t = torch.empty(4, dtype=torch.int64)
+        dist.recv(t, 0, tag=13)
+        same(t, data(0, 4, torch.int64, salt=72), "recv after two refused ones")
     dist.barrier()
 
 
@@ -341,7 +451,9 @@ def main():
         check_all_to_all(rank, n)
         check_p2p(rank, n)
         check_subgroups(rank, n)
+        check_many_groups(rank, n)
         check_async(rank, n)
+        check_async(rank, n, async_group())
         check_errors(rank, n)
     dist.barrier()
     log(f"OK: {CHECKS} checks on {n} ranks ({how}://)")
