@@ -326,8 +326,8 @@ def process_counts():
 
 
 def check_many_groups(rank, n):
-    """Many torch groups over the world's connections: each is a dcomm subgroup (no new mesh, threads or shared
-    memory), and each computes right. Every rank calls new_group, as torch requires; only members build one."""
+    """Many torch groups over the world's connections: each is a dcomm subgroup (no new mesh or threads; its only
+    shared memory is its members' small-call slots, one mapping per member), and each computes right. Every rank calls new_group, as torch requires; only members build one."""
     sets = [list(range(n)), [n - 1], [0, n - 1], list(range(n - 1, -1, -1)), sorted({1, n - 1}), [0],
             list(range(n))] * 2
     dist.barrier()
@@ -347,8 +347,10 @@ def check_many_groups(rank, n):
             same(out[j], xs[r], f"all_gather in new group {i} {members}")
     dist.barrier()
     now_threads, now_maps = process_counts()
-    # A world of its own per group added about 10 mappings and 2 threads per group here.
-    if now_threads > threads or now_maps > maps + len(sets):
+    # A world of its own per group added about 10 mappings and 2 threads per group here; a subgroup maps one slot
+    # segment per member (collectives/slots.hpp).
+    slot_maps = sum(len(ranks) for ranks in sets if rank in ranks)
+    if now_threads > threads or now_maps > maps + slot_maps:
         fail(f"{len(sets)} new groups took this process from {threads} threads and {maps} mappings to "
              f"{now_threads} and {now_maps}: groups should share the world's mesh")
 
