@@ -18,6 +18,11 @@ namespace dcomm::coll {
 ///           ranks (the reduce-scatter half); the other blocks are left partly reduced.
 void ring_pass(Context& c, char* buf, const std::vector<pattern::Block>& blocks, int shift, bool reduce, uint32_t step);
 
+/// The ring all_reduce of c.work (c.work_count elements), starting from c.input when the engine left the input
+/// where the caller put it (Algorithm::takes_input): the fallback of the algorithms that take their input. Uses 2
+/// steps from `step`.
+void ring_all_reduce_from_input(Context& c, uint32_t step);
+
 /// Binomial-tree reduce of `count` elements of `buf` to `root`; other ranks' buffers are left partly reduced.
 /// Uses 1 step.
 void binomial_reduce(Context& c, char* buf, std::size_t count, int root, uint32_t step);

@@ -51,4 +51,11 @@ void ring_pass(Context& c, char* buf, const std::vector<Block>& blocks, int shif
   c.wait_all(sends);
 }
 
+void ring_all_reduce_from_input(Context& c, uint32_t step) {
+  if (c.input != c.work) c.copy(c.work, c.input, c.work_count);
+  std::vector<Block> blocks = pattern::even_blocks(c.work_count, c.size());
+  ring_pass(c, c.work, blocks, 0, /*reduce=*/true, step);
+  ring_pass(c, c.work, blocks, 0, /*reduce=*/false, step + 1);
+}
+
 }  // namespace dcomm::coll

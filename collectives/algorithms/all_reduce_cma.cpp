@@ -36,12 +36,7 @@ struct State final : AlgorithmState {
   CmaUse use = CmaUse::kUnknown;
 };
 
-void ring_instead(Context& c) {
-  if (c.input != c.work) c.copy(c.work, c.input, c.work_count);
-  std::vector<pattern::Block> blocks = pattern::even_blocks(c.work_count, c.size());
-  ring_pass(c, c.work, blocks, 0, /*reduce=*/true, kFallbackStep);
-  ring_pass(c, c.work, blocks, 0, /*reduce=*/false, kFallbackStep + 1);
-}
+void ring_instead(Context& c) { ring_all_reduce_from_input(c, kFallbackStep); }
 
 }  // namespace
 

@@ -23,12 +23,7 @@ namespace {
 
 constexpr uint32_t kFallbackStep = 1000;  // above every step shm_rounds_reduce uses
 
-void ring_instead(Context& c) {
-  if (c.input != c.work) c.copy(c.work, c.input, c.work_count);
-  std::vector<pattern::Block> blocks = pattern::even_blocks(c.work_count, c.size());
-  ring_pass(c, c.work, blocks, 0, /*reduce=*/true, kFallbackStep);
-  ring_pass(c, c.work, blocks, 0, /*reduce=*/false, kFallbackStep + 1);
-}
+void ring_instead(Context& c) { ring_all_reduce_from_input(c, kFallbackStep); }
 
 }  // namespace
 
