@@ -23,6 +23,13 @@ std::vector<int> node_representatives(const Hierarchy& h, int root) {
   return reps;
 }
 
+const GroupView& across_view(const GroupView& group, const Hierarchy& h, const std::vector<int>& reps, int root_node,
+                             GroupView& own) {
+  if (reps[static_cast<std::size_t>(root_node)] == h.topo.leader(root_node)) return h.leaders;
+  own = sub_view(group, reps);
+  return own;
+}
+
 double log2_rounds(int size) { return pattern::ceil_log2(size); }
 double fraction(int size) { return size > 0 ? static_cast<double>(size - 1) / size : 0.0; }
 double call_check_cost(const CostParams& p, int size) {

@@ -32,6 +32,10 @@ bool supports_regular(const Args& args, const GroupView& view);
 bool supports_hier(const Args& args, const GroupView& view);
 /// The representative of each node for a call rooted at `root`: the root on its node, the leader elsewhere.
 std::vector<int> node_representatives(const Hierarchy& h, int root);
+/// The view across nodes for a call rooted at a rank whose node is `root_node`, over `reps`: the group's leaders'
+/// view when the root leads its node (built once), else `own`, filled with the view of `reps`.
+const GroupView& across_view(const GroupView& group, const Hierarchy& h, const std::vector<int>& reps, int root_node,
+                             GroupView& own);
 
 /// Shorthands for the cost formulas: ceil(log2 P) and the (P-1)/P fraction.
 double log2_rounds(int size);

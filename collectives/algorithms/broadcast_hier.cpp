@@ -21,11 +21,7 @@ void run_broadcast_hier(Context& c) {
   const int root_node = t.node_of[static_cast<std::size_t>(c.args.root)];
   // The leaders' view is the group's, built once; a root that leads no node needs its own (a vector of N).
   GroupView own;
-  const GroupView* across = &h.leaders;
-  if (reps[static_cast<std::size_t>(root_node)] != t.leader(root_node)) {
-    own = sub_view(c.view, reps);
-    across = &own;
-  }
+  const GroupView* across = &across_view(c.view, h, reps, root_node, own);
   if (across->rank >= 0) {
     Context a = c.on(*across, 0);
     binomial_broadcast(a, buf, count, root_node, 0);

@@ -20,11 +20,7 @@ void run_reduce_hier(Context& c) {
   binomial_reduce(local, c.work, c.work_count,
                   t.local_of[static_cast<std::size_t>(reps[static_cast<std::size_t>(h.node)])], 0);
   GroupView own;
-  const GroupView* across = &h.leaders;
-  if (reps[static_cast<std::size_t>(root_node)] != t.leader(root_node)) {
-    own = sub_view(c.view, reps);
-    across = &own;
-  }
+  const GroupView* across = &across_view(c.view, h, reps, root_node, own);
   if (across->rank >= 0) {
     Context a = c.on(*across, 1);
     binomial_reduce(a, c.work, c.work_count, root_node, 0);
