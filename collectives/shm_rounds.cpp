@@ -20,9 +20,7 @@ namespace {
 
 constexpr std::size_t kRoundBytes = kShmRoundBytes;
 constexpr std::size_t kMinCapacity = std::size_t{64} << 10;
-// Calls from this size write their output with non-temporal stores (a quarter of the last-level cache measured:
-// larger outputs would not be read back from it anyway).
-constexpr std::size_t kStreamBytes = std::size_t{8} << 20;
+constexpr std::size_t kStreamBytes = kStreamFromBytes;
 // The piece a slice is reduced in: its running sum stays in a core's L2 until it is copied out.
 constexpr std::size_t kPieceBytes = std::size_t{256} << 10;
 
@@ -42,26 +40,8 @@ void barrier(const Context& c, uint32_t step) {
 bool grow(Context& c, Windows& w, std::size_t bytes, uint32_t step) {
   w.win.reset();
   std::size_t capacity = std::min(std::max({bytes, kMinCapacity, w.capacity * 2}), kRoundBytes);
-  std::string why;
-  try {
-    w.win = std::make_unique<ShmWindows>(c, 2 * capacity);
-  } catch (const Error& e) {
-    why = e.what();
-  }
-  // Agree on the lowest rank that failed, so that every rank changes course alike.
-  int32_t failed =
-      agree(c, step, why.empty() ? INT32_MAX : c.rank(), [](int32_t& m, int32_t t) { m = std::min(m, t); });
-  if (failed != INT32_MAX) {
-    w.win.reset();
-    if (!why.empty()) DCOMM_WARN("{}; {} falls back to another algorithm on this group", why, c.what);
-    if (c.rank() == 0) {
-      DCOMM_WARN("{}: rank {} could not create its shared-memory window: using another algorithm", c.what, failed);
-    }
-    return false;
-  }
-  w.win->map_peers(c);
-  barrier(c, step + static_cast<uint32_t>(pattern::ceil_log2(c.size())));
-  w.win->unlink_mine();
+  w.win = open_windows(c, 2 * capacity, step, "another algorithm");
+  if (!w.win) return false;
   w.capacity = capacity;
   w.calls = 0;
   return true;

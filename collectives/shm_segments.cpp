@@ -6,9 +6,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <dcomm/error.hpp>
 
+#include "collectives/dissemination.hpp"
 #include "collectives/topology.hpp"
+#include "common/log.hpp"
 
 namespace dcomm::coll {
 
@@ -95,6 +98,30 @@ void ShmWindows::map_peers(const Context& c) {
 void ShmWindows::unlink_mine() noexcept {
   if (linked_) ::shm_unlink(names_[static_cast<std::size_t>(rank_)].c_str());
   linked_ = false;
+}
+
+std::unique_ptr<ShmWindows> open_windows(const Context& c, std::size_t bytes, uint32_t step, std::string_view instead) {
+  std::unique_ptr<ShmWindows> win;
+  std::string why;
+  try {
+    win = std::make_unique<ShmWindows>(c, bytes);
+  } catch (const Error& e) {
+    why = e.what();
+  }
+  // Agree on the lowest rank that failed, so that every rank changes course alike.
+  int32_t failed =
+      agree(c, step, why.empty() ? INT32_MAX : c.rank(), [](int32_t& m, int32_t t) { m = std::min(m, t); });
+  if (failed != INT32_MAX) {
+    if (!why.empty()) DCOMM_WARN("{}; {} falls back to {} on this group", why, c.what, instead);
+    if (c.rank() == 0) {
+      DCOMM_WARN("{}: rank {} could not create its shared-memory window: using {}", c.what, failed, instead);
+    }
+    return nullptr;
+  }
+  win->map_peers(c);
+  agree(c, step + static_cast<uint32_t>(pattern::ceil_log2(c.size())), uint8_t{0}, [](uint8_t&, uint8_t) {});
+  win->unlink_mine();
+  return win;
 }
 
 }  // namespace dcomm::coll

@@ -5,7 +5,10 @@
 // unless a process dies in between. The mappings live as long as the ShmWindows object.
 
 #include <cstddef>
+#include <cstdint>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "collectives/context.hpp"
@@ -39,5 +42,10 @@ class ShmWindows {
   std::vector<std::string> names_;
   std::vector<char*> segments_;
 };
+
+/// Collective over the group: every rank creates its window of `bytes`, the ranks agree that all succeeded, map each
+/// other's and unlink their names (2⌈log₂P⌉ steps from `step`). Returns null on every rank when any rank could not
+/// create its window (logged on that rank with the reason, and by rank 0 naming it and saying that `instead` runs).
+std::unique_ptr<ShmWindows> open_windows(const Context& c, std::size_t bytes, uint32_t step, std::string_view instead);
 
 }  // namespace dcomm::coll

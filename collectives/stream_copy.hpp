@@ -8,6 +8,10 @@
 
 namespace dcomm::coll {
 
+/// Outputs from this size are written with non-temporal stores (a quarter of the last-level cache measured: larger
+/// outputs would not be read back from it anyway).
+inline constexpr std::size_t kStreamFromBytes = std::size_t{8} << 20;
+
 /// Copies `bytes` from `src` to `dst` (host memory, not overlapping) with non-temporal stores where the CPU has them.
 void stream_copy(void* dst, const void* src, std::size_t bytes);
 /// Orders the non-temporal stores before any later store (a barrier's message).

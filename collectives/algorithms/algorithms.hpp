@@ -20,6 +20,7 @@ DCOMM_ALGORITHM(scatter_binomial)
 DCOMM_ALGORITHM(gather_binomial)
 DCOMM_ALGORITHM(reduce_scatter_ring)
 DCOMM_ALGORITHM(all_to_all_pairwise)
+DCOMM_ALGORITHM(all_gather_ring)
 
 #undef DCOMM_ALGORITHM
 
@@ -45,6 +46,16 @@ double call_check_cost(const CostParams& p, int size);
 
 /// all_reduce[shm_direct] and reduce[shm_direct] (collectives/shm_rounds.hpp): one node, host memory.
 bool supports_shm_direct(const Args& args, const GroupView& view);
+/// broadcast, all_gather, gather, scatter and all_to_all [shm_direct] (collectives/shm_pipe.hpp): regular calls in
+/// host memory on one node. Their price: the start and end of the call (2α), a cache-line hand-off per piece on
+/// the busiest rank's way (α/4 each), and the bytes that rank copies (in and out; memory copies priced like
+/// reduction, γ, as all_reduce[shm_direct] does; like the other rows, not a rank's copy of its own block).
+bool supports_shm_pipe(const Args& args, const GroupView& view);
+double cost_shm_pipe(const CostParams& p, double copied, double pieces);
+/// gather's and scatter's: the root copies (P-1)/P·n, in k = (P-1)⌈(n/P) / piece⌉ pieces, and the last rank to be
+/// served waits for one piece more.
+double cost_shm_pipe_rooted(const CostParams& p, double n, int size);
+
 /// all_reduce[cma] and reduce[cma] (collectives/cma_slices.hpp) share when they apply and their price, given the
 /// bytes a rank moves through process_vm_readv/writev.
 bool supports_cma(const Args& args, const GroupView& view);

@@ -1,0 +1,198 @@
+// Pipelined copies through shared-memory windows (see shm_pipe.hpp).
+#include "collectives/shm_pipe.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <dcomm/error.hpp>
+
+#include "collectives/algorithms/algorithms.hpp"
+#include "collectives/shm_segments.hpp"
+#include "collectives/stream_copy.hpp"
+
+namespace dcomm::coll {
+
+namespace {
+
+constexpr std::size_t kLine = 64;
+// Slots per lane: with one lane, 8 pieces (2 MiB) let the producer run well ahead of a consumer that was
+// descheduled; with a lane per reader, 4 each.
+constexpr std::size_t kOneLaneDepth = 8;
+constexpr std::size_t kPerPeerDepth = 4;
+// The most a window's data may take with a lane per reader: pieces shrink on large groups instead (down to
+// kMinPiece), so that /dev/shm holds at most P times this.
+constexpr std::size_t kPerPeerBudget = std::size_t{8} << 20;
+constexpr std::size_t kMinPiece = std::size_t{32} << 10;
+
+// A slot's head, on a cache line of its own; the stamp is stored last (release).
+struct SlotHead {
+  std::atomic<uint64_t> stamp;
+  uint64_t seq;    ///< the call the piece belongs to
+  uint64_t piece;  ///< its index in its block
+  uint64_t bytes;  ///< its size
+  uint64_t block;  ///< the block's size
+};
+static_assert(sizeof(SlotHead) <= kLine, "a slot head fits a cache line");
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "stamps must be lock-free across processes");
+
+std::size_t depth_of(PipeLanes lanes) { return lanes == PipeLanes::kOne ? kOneLaneDepth : kPerPeerDepth; }
+std::size_t lanes_of(PipeLanes lanes, int size) { return lanes == PipeLanes::kOne ? 1 : static_cast<std::size_t>(size); }
+
+std::size_t piece_of(PipeLanes lanes, int size) {
+  if (lanes == PipeLanes::kOne) return kPipePieceBytes;
+  const std::size_t fits = kPerPeerBudget / (lanes_of(lanes, size) * kPerPeerDepth) / 4096 * 4096;
+  return std::clamp(fits, kMinPiece, kPipePieceBytes);
+}
+
+int world_rank(const GroupView& v, int q) { return v.world_ranks.empty() ? q : v.world_ranks[static_cast<std::size_t>(q)]; }
+
+// What Mesh::wait_until polls: a stamp (a slot's, or a reader's acknowledgement) reaching `want`.
+struct Awaited {
+  const std::atomic<uint64_t>* word;
+  uint64_t want;
+  bool ack;  ///< a reader's acknowledgement (else a piece)
+  int rank;  ///< the group rank that writes `word`
+  std::size_t piece, pieces, piece_bytes, block_bytes;
+  uint64_t seq;
+};
+
+bool reached(const void* arg) {
+  const auto* a = static_cast<const Awaited*>(arg);
+  return a->word->load(std::memory_order_acquire) >= a->want;
+}
+
+std::string describe(const void* arg) {
+  const auto* a = static_cast<const Awaited*>(arg);
+  if (a->ack) {
+    return fmt::format("rank {}'s acknowledgement of an earlier piece in this rank's shared-memory window, before "
+                       "piece {} of {} ({} of a {} block) of call #{} of this group may take its slot",
+                       a->rank, a->piece + 1, a->pieces, format_bytes(a->piece_bytes), format_bytes(a->block_bytes),
+                       a->seq);
+  }
+  return fmt::format("piece {} of {} ({} of a {} block) in rank {}'s shared-memory window for call #{} of this group",
+                     a->piece + 1, a->pieces, format_bytes(a->piece_bytes), format_bytes(a->block_bytes), a->rank,
+                     a->seq);
+}
+
+void await(const Context& c, Awaited& a) {
+  if (!reached(&a)) c.view.mesh->wait_until(reached, describe, &a, world_rank(c.view, a.rank), c.deadline, c.what);
+}
+
+}  // namespace
+
+// Where things sit in a window: the readers' acknowledgement lines (lane × reader), the slot heads (lane × depth),
+// then the pieces (lane × depth), page-aligned.
+struct ShmPipe::Layout {
+  std::size_t lanes, depth, piece;
+  int size;
+  std::size_t heads() const { return lanes * static_cast<std::size_t>(size) * kLine; }
+  std::size_t data() const { return (heads() + lanes * depth * kLine + 4095) / 4096 * 4096; }
+  std::size_t bytes() const { return data() + lanes * depth * piece; }
+  std::size_t slot(std::size_t lane, uint64_t stamp) const { return lane * depth + (stamp - 1) % depth; }
+
+  static std::atomic<uint64_t>& ack(char* w, std::size_t lane, int reader, int size) {
+    return *reinterpret_cast<std::atomic<uint64_t>*>(w + (lane * static_cast<std::size_t>(size) +
+                                                          static_cast<std::size_t>(reader)) * kLine);
+  }
+  SlotHead& head(char* w, std::size_t s) const { return *reinterpret_cast<SlotHead*>(w + heads() + s * kLine); }
+  char* piece_at(char* w, std::size_t s) const { return w + data() + s * piece; }
+};
+
+ShmPipe* ShmPipe::open(const Context& c, PipeLanes lanes, const char* instead) {
+  struct Unavailable final : AlgorithmState {};
+  if (*c.state) return dynamic_cast<ShmPipe*>(c.state->get());
+  const Layout l{lanes_of(lanes, c.size()), depth_of(lanes), piece_of(lanes, c.size()), c.size()};
+  std::unique_ptr<ShmWindows> win = open_windows(c, l.bytes(), 0, instead);
+  if (!win) {
+    *c.state = std::make_unique<Unavailable>();  // every rank alike: the fallback from now on
+    return nullptr;
+  }
+  *c.state = std::unique_ptr<ShmPipe>(new ShmPipe(std::move(win), lanes, c.size(), l.piece));
+  return static_cast<ShmPipe*>(c.state->get());
+}
+
+ShmPipe::ShmPipe(std::unique_ptr<ShmWindows> win, PipeLanes lanes, int size, std::size_t piece)
+    : win_(std::move(win)),
+      lanes_(lanes),
+      size_(size),
+      piece_(piece),
+      sent_(lanes_of(lanes, size), 0),
+      last_(lanes_of(lanes, size) * depth_of(lanes), 0),
+      taken_(static_cast<std::size_t>(size), 0) {}
+
+ShmPipe::~ShmPipe() = default;
+
+void ShmPipe::put(const Context& c, int to, const char* block, std::size_t bytes, std::size_t k) {
+  const Layout l{lanes_of(lanes_, size_), depth_of(lanes_), piece_, size_};
+  const std::size_t lane = lane_of(to);
+  char* w = win_->of(c.rank());
+  const uint64_t stamp = ++sent_[lane];
+  const std::size_t s = l.slot(lane, stamp);
+  const std::size_t len = std::min(piece_, bytes - k * piece_);
+  // The slot's last piece must have been copied out by every reader of the lane.
+  for (int q = 0; q < size_ && last_[s] != 0; ++q) {
+    if (q == c.rank() || (lanes_ == PipeLanes::kPerPeer && q != to)) continue;
+    Awaited a{&Layout::ack(w, lane, q, size_), last_[s], true, q, k, pieces(bytes), len, bytes, c.seq};
+    await(c, a);
+  }
+  SlotHead& h = l.head(w, s);
+  std::memcpy(l.piece_at(w, s), block + k * piece_, len);
+  h.seq = c.seq;
+  h.piece = k;
+  h.bytes = len;
+  h.block = bytes;
+  h.stamp.store(stamp, std::memory_order_release);
+  last_[s] = stamp;
+}
+
+void ShmPipe::get(const Context& c, int from, char* block, std::size_t bytes, std::size_t k, bool stream) {
+  const Layout l{lanes_of(lanes_, size_), depth_of(lanes_), piece_, size_};
+  const std::size_t lane = lane_of(c.rank());
+  char* w = win_->of(from);
+  const uint64_t stamp = ++taken_[static_cast<std::size_t>(from)];
+  const std::size_t s = l.slot(lane, stamp);
+  const std::size_t len = std::min(piece_, bytes - k * piece_);
+  SlotHead& h = l.head(w, s);
+  Awaited a{&h.stamp, stamp, false, from, k, pieces(bytes), len, bytes, c.seq};
+  await(c, a);
+  if (h.seq != c.seq || h.piece != k || h.block != bytes || h.stamp.load(std::memory_order_relaxed) != stamp) {
+    throw InvalidUsageError(fmt::format(
+        "{}: rank {} published piece {} of a {} block for call #{} where this rank expected piece {} of a {} block "
+        "for call #{}; the ranks' calls disagree (count, dtype, root or order of calls) - check that every rank "
+        "passes matching arguments (DCOMM_CHECK_CALLS=1 names the rank)",
+        c.what, from, h.piece + 1, format_bytes(h.block), h.seq, k + 1, format_bytes(bytes), c.seq));
+  }
+  if (stream) {
+    stream_copy(block + k * piece_, l.piece_at(w, s), len);
+  } else {
+    std::memcpy(block + k * piece_, l.piece_at(w, s), len);
+  }
+  // The reads are done: the producer may reuse the slot.
+  Layout::ack(w, lane, c.rank(), size_).store(stamp, std::memory_order_release);
+}
+
+void run_instead(const Context& c, void (*instead)(Context&)) {
+  constexpr uint32_t kFallbackStep = 1000;  // above the steps open_windows used
+  Context f = c.on(c.view, kFallbackStep);
+  instead(f);
+}
+
+bool supports_shm_pipe(const Args& args, const GroupView& view) {
+  return args.send.device.is_host() && args.recv.device.is_host() && !args.vector_variant &&
+         group_on_one_host(view);
+}
+
+double cost_shm_pipe(const CostParams& p, double copied, double pieces) {
+  return (2.0 + pieces / 4.0) * p.alpha + copied * p.gamma;
+}
+
+double cost_shm_pipe_rooted(const CostParams& p, double n, int size) {
+  const double per_rank = n / size;
+  const double piece = static_cast<double>(kPipePieceBytes);
+  return cost_shm_pipe(p, fraction(size) * n + std::min(per_rank, piece), (size - 1) * std::ceil(per_rank / piece));
+}
+
+}  // namespace dcomm::coll

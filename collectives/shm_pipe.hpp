@@ -1,0 +1,76 @@
+#pragma once
+// Pipelined copies through shared-memory windows, for the collectives that move data without reducing it
+// (broadcast, all_gather, gather, scatter, all_to_all [shm_direct]) on a group of one node.
+//   Each rank's window holds lanes of a few slots, each slot one piece (at most kPipePieceBytes). A producer copies
+//   piece k of a block into the next slot of a lane and publishes it by storing the piece's stamp (the lane's running
+//   piece count) in the slot's head with release; each consumer of the lane polls that stamp with acquire, copies
+//   the piece out and acknowledges it by storing the stamp in its own line of the lane (release). A producer reuses
+//   a slot only once every consumer has acknowledged the piece it held last. So the copy in of one piece and the
+//   copies out of the pieces before it run at the same time on different cores, instead of copy in, barrier, copy
+//   out: each byte is copied twice, at memcpy speed, in parallel - where a single copy by cross-memory attach
+//   (process_vm_readv) runs at a fraction of it.
+//   Lanes: kOne, one lane every other rank reads (broadcast, all_gather); kPerPeer, lane q read by rank q alone
+//   (scatter, gather, all_to_all).
+//   The algorithms move their blocks in lockstep, piece index by piece index (at step k every rank publishes its
+//   pieces k, then takes the others' pieces k), which cannot deadlock with two slots or more per lane: a slot's
+//   last piece is k - depth, which every consumer took at an earlier step.
+//   Every wait is Mesh::wait_until: bounded by the call's deadline, spinning then yielding (transports/placement),
+//   watching the awaited rank's liveness; a dead or stuck peer fails the call with the op, the peer, the piece and
+//   its bytes, the elapsed time and the timeout, and poisons the mesh. A slot's head also carries the call's number
+//   and the piece's place and size, which the consumer compares with its own call's: calls that disagree (only
+//   possible with DCOMM_CHECK_CALLS=0) raise InvalidUsageError instead of copying another call's data.
+//   The windows are made on the algorithm's first call on the group (collectives/shm_segments.hpp: every rank or
+//   none) and live with the group; the stamps run on across calls, so a call needs no barrier of its own.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "collectives/context.hpp"
+
+namespace dcomm::coll {
+
+class ShmWindows;
+
+/// The largest piece: a piece copied in and copied out stays in the two cores' L2 caches.
+inline constexpr std::size_t kPipePieceBytes = std::size_t{256} << 10;
+
+enum class PipeLanes { kOne, kPerPeer };
+
+/// Runs `instead` (another row's run()) on the whole group from step 1000, above the steps of the pipe's setup:
+/// what a row does where ShmPipe::open() returned null.
+void run_instead(const Context& c, void (*instead)(Context&));
+
+class ShmPipe final : public AlgorithmState {
+ public:
+  /// Collective (steps below 1000): this algorithm's pipe on the group (kept in Context::state), made on the first
+  /// call. Null on every rank when a rank could not create its window (logged; null from then on): the caller
+  /// then runs `instead`, from step 1000 (Context::on).
+  static ShmPipe* open(const Context& c, PipeLanes lanes, const char* instead);
+  ~ShmPipe() override;
+
+  /// Pieces of a block of `bytes` (the same on every rank).
+  std::size_t pieces(std::size_t bytes) const { return (bytes + piece_ - 1) / piece_; }
+  /// Publishes piece `k` of `block` (`bytes` in all) in the next slot of lane `to` (the reader with kPerPeer;
+  /// ignored with kOne), once the slot's last piece has been acknowledged by every reader.
+  void put(const Context& c, int to, const char* block, std::size_t bytes, std::size_t k);
+  /// Copies piece `k` of the block rank `from` publishes for this rank (`bytes` in all) into `block`, once it is
+  /// there, and acknowledges it. `stream`: with non-temporal stores (call stream_copy_fence() at the end).
+  void get(const Context& c, int from, char* block, std::size_t bytes, std::size_t k, bool stream);
+
+ private:
+  ShmPipe(std::unique_ptr<ShmWindows> win, PipeLanes lanes, int size, std::size_t piece);
+  struct Layout;
+  std::size_t lane_of(int reader) const { return lanes_ == PipeLanes::kOne ? 0 : static_cast<std::size_t>(reader); }
+
+  std::unique_ptr<ShmWindows> win_;
+  PipeLanes lanes_;
+  int size_;
+  std::size_t piece_;
+  std::vector<uint64_t> sent_;      ///< per lane of this rank's window: pieces published so far
+  std::vector<uint64_t> last_;      ///< per slot of this rank's window: the stamp it holds (0: none yet)
+  std::vector<uint64_t> taken_;     ///< per producer: pieces this rank took from its lane for this rank
+};
+
+}  // namespace dcomm::coll
