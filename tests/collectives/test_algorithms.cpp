@@ -234,6 +234,95 @@ TEST_CASE("shm_direct falls back to ring on every rank when a window cannot be c
   CHECK(failures.empty());
 }
 
+namespace {
+
+// The rows that pipe pieces through shared-memory windows (collectives/shm_pipe.hpp).
+bool piped(const Algorithm& a) {
+  return std::string(a.name) == "shm_direct" && !is_reducing(a.collective) && a.collective != Collective::kBarrier;
+}
+
+// Counts around a piece (256 KiB: 65536 float32) and past a lane's ring of slots (1 MiB with a lane per reader,
+// 2 MiB with one lane), every root for one count past a piece, in place and not, and bytes that end mid-word.
+CaseList pipe_cases(const Algorithm& algo, int size) {
+  if (!piped(algo)) return {};
+  const std::size_t piece = 65536;
+  const bool one_lane = algo.collective == Collective::kBroadcast || algo.collective == Collective::kAllGather;
+  const std::size_t past_ring = one_lane ? 8 * piece + 3 : 4 * piece + 1;
+  auto p = static_cast<std::size_t>(size);
+  CaseList out;
+  uint64_t salt = 40;
+  for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, 3 * p + 1, piece - 1, piece, piece + 1,
+                            past_ring, std::size_t{5}}) {
+    Case c;
+    c.count = count;
+    c.in_place = salt % 2 == 0;
+    c.root = static_cast<int>(salt % p);
+    c.salt = salt++;
+    out.push_back(c);
+  }
+  for (int root = 0; root < size; ++root) {
+    Case c;
+    c.count = piece + 3;
+    c.root = root;
+    c.in_place = root % 2 == 1;
+    c.salt = salt++;
+    out.push_back(c);
+  }
+  Case bytes;  // int8: pieces and blocks of an odd number of bytes
+  bytes.dtype = DType::kInt8;
+  bytes.count = 4 * piece + 7;
+  bytes.root = size - 1;
+  bytes.salt = salt++;
+  out.push_back(bytes);
+  return out;
+}
+
+int pipe_segments_left() {
+  int left = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm")) {
+    if (e.path().filename().string().rfind("dcomm-coll-" + std::to_string(::getpid()) + "-", 0) == 0) ++left;
+  }
+  return left;
+}
+
+}  // namespace
+
+TEST_CASE("the shm_direct pipes match the reference across pieces, rings and roots", "[collectives][algorithms]") {
+  int rows = 0;
+  for (const Algorithm& a : algorithm_table()) rows += piped(a) ? 1 : 0;
+  CHECK(rows == 5);  // broadcast, all_gather, gather, scatter, all_to_all
+  // The windows persist per group across the cases: each row's stamps run on from call to call.
+  for (int size : {2, 3, 4, 5}) run_world(size, pipe_cases);
+  run_world(3, pipe_cases, "shm");
+  CHECK(pipe_segments_left() == 0);
+}
+
+TEST_CASE("the shm_direct pipes fall back on every rank when a window cannot be created",
+          "[collectives][algorithms]") {
+  for (const Algorithm& algo : algorithm_table()) {
+    if (!piped(algo)) continue;
+    // A directory where rank 1's segment would go (the first call, #0) makes its shm_open fail.
+    std::string blocker = fmt::format("/dev/shm/dcomm-coll-{}-w1-c1-s0", ::getpid());
+    REQUIRE(std::filesystem::create_directory(blocker));
+    auto records = test::run_group(3, [&](const GroupView& view, test::RankRecord& rec) {
+      auto engine = Engine::create(view);
+      test::RankState s{*engine, view, rec};
+      for (std::size_t count : {70000u, 10u, 3u}) {
+        Case c;
+        c.count = count;
+        c.root = static_cast<int>(count % 3);
+        c.salt = count;
+        test::run_case(s, algo, c);
+      }
+    });
+    std::filesystem::remove(blocker);
+    auto failures = test::summarize(records);
+    INFO(to_string(algo.collective) << ": " << (failures.empty() ? "" : failures.front()));
+    CHECK(failures.empty());
+  }
+  CHECK(pipe_segments_left() == 0);
+}
+
 TEST_CASE("hierarchical algorithms match the reference on simulated nodes", "[collectives][algorithms][hier]") {
   for (const auto& nodes : kPlacements) {
     const int size = static_cast<int>(nodes.size());
