@@ -7,6 +7,7 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <thread>
 
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/registry.hpp"
@@ -321,6 +322,56 @@ TEST_CASE("the shm_direct pipes fall back on every rank when a window cannot be 
     CHECK(failures.empty());
   }
   CHECK(pipe_segments_left() == 0);
+}
+
+TEST_CASE("a stuck peer fails a shm_direct pipe by its deadline, naming the op, the peer, the piece and its bytes",
+          "[collectives][algorithms]") {
+  // With the call check off, rank `absent` skips the call after the windows exist: the other waits in the pipe
+  // itself - the root for an acknowledgement once its ring is full (broadcast), a reader for a piece (all_gather).
+  struct Stuck {
+    Collective coll;
+    int absent;
+    const char* awaited;
+  };
+  for (const Stuck& stuck : {Stuck{Collective::kBroadcast, 1, "rank 1's acknowledgement of an earlier piece"},
+                             Stuck{Collective::kAllGather, 0, "piece 1 of 3 (256.0 KiB of a 576.0 KiB block) in rank 0's"}}) {
+    const Algorithm* algo = find_algorithm(stuck.coll, "shm_direct");
+    REQUIRE(algo != nullptr);
+    std::atomic<bool> over{false};
+    auto records = test::run_group(2, [&](const GroupView& view, test::RankRecord& rec) {
+      EngineOptions opts;
+      opts.check_calls = false;
+      auto engine = Engine::create(view, opts);
+      // broadcast: 9 pieces from rank 0, one more than its ring holds; all_gather: 3 pieces of each block.
+      const std::size_t count = stuck.coll == Collective::kBroadcast ? 9 * 65536 : 3 * 49152;
+      std::vector<float> send(count, 1.0f + static_cast<float>(view.rank)), recv(2 * count);
+      Args a;
+      a.coll = stuck.coll;
+      a.send = Buffer(send);
+      a.recv = stuck.coll == Collective::kBroadcast ? a.send : Buffer(recv);
+      engine->run(a, algo->name, Deadline::after(std::chrono::seconds(60)), 0);  // makes the windows
+      if (view.rank == stuck.absent) {
+        for (int i = 0; i < 1000 && !over.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        return;
+      }
+      try {
+        engine->run(a, algo->name, Deadline::after(std::chrono::milliseconds(1500)), 1);
+        rec.failures.push_back("the call finished without its peer");
+      } catch (const Error& e) {
+        std::string w = e.what();
+        for (std::string want : {fmt::format("{}[shm_direct] rank {}/2", to_string(stuck.coll), view.rank),
+                                 std::string(stuck.awaited), std::string("call #1 of this group"),
+                                 std::string("(timeout 1.5 s)"), fmt::format("rank {} (pid", stuck.absent)}) {
+          if (w.find(want) == std::string::npos) rec.failures.push_back("error lacks '" + want + "': " + w);
+        }
+        if (e.code() != ErrorCode::kTimeout) rec.failures.push_back("not a timeout: " + w);
+      }
+      over = true;
+    });
+    auto failures = test::summarize(records);
+    INFO(to_string(stuck.coll) << ": " << (failures.empty() ? "" : failures.front()));
+    CHECK(failures.empty());
+  }
 }
 
 TEST_CASE("hierarchical algorithms match the reference on simulated nodes", "[collectives][algorithms][hier]") {
