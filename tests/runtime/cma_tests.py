@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""all_reduce[cma] and reduce[cma] in real processes under dcomm-run: threshold sizes on 3 and 5 ranks, a rank
-that refuses cross-memory attach (the group must agree and fall back), and a rank killed mid single copy (every
-survivor names it)."""
+"""all_reduce[cma] and reduce[cma] (and the shm_direct rows) in real processes under dcomm-run: threshold sizes on
+3 and 5 ranks, a rank that refuses cross-memory attach (the group must agree and fall back), and a rank killed mid
+single copy or mid pipe (every survivor names it)."""
 import re
 import subprocess
 import sys
@@ -36,17 +36,25 @@ for n, env, expect_log in ((3, {}, None), (5, {"MP_CMA_NO_ROUNDS": "1"}, None),
         problems.append(f"{what}: no rank logged the fallback (/{expect_log}/)\n{out}")
     print(f"{what}: {took:.1f} s")
 
-p, out, took = launch(3, "kill")
-if p.returncode == 0:
-    problems.append("kill: dcomm-run exited 0 although rank 1 was killed")
-for r in (0, 2):
-    pat = rf"survivor rank {r}: RemoteError: .*rank 1\b"
-    if not re.search(pat, out):
-        problems.append(f"kill: rank {r} did not report rank 1 (looked for /{pat}/)\n{out}")
-if took > 120:
-    problems.append(f"kill: took {took:.1f} s: survivors should notice within seconds")
-mid_copy = re.search(r"could not (read|write) .* rank 1's memory .*process \d+ \(rank 1\) exited", out)
-print(f"kill: {took:.1f} s; a survivor {'was' if mid_copy else 'was not'} in a single copy from rank 1")
+# all_reduce[cma] (mid single copy), then the shm_direct pipes (mid pipe: a root waiting for acknowledgements,
+# readers waiting for pieces).
+for what in ("", "broadcast", "all_gather"):
+    name = f"kill {what or 'all_reduce[cma]'}"
+    p, out, took = launch(3, "kill", *([what] if what else []))
+    if p.returncode == 0:
+        problems.append(f"{name}: dcomm-run exited 0 although rank 1 was killed")
+    for r in (0, 2):
+        pat = rf"survivor rank {r}: RemoteError: .*rank 1\b"
+        if not re.search(pat, out):
+            problems.append(f"{name}: rank {r} did not report rank 1 (looked for /{pat}/)\n{out}")
+    if took > 120:
+        problems.append(f"{name}: took {took:.1f} s: survivors should notice within seconds")
+    if not what:
+        mid_copy = re.search(r"could not (read|write) .* rank 1's memory .*process \d+ \(rank 1\) exited", out)
+        print(f"{name}: {took:.1f} s; a survivor {'was' if mid_copy else 'was not'} in a single copy from rank 1")
+    else:
+        mid_pipe = re.search(r"waiting for (piece|rank 1's acknowledgement)", out)
+        print(f"{name}: {took:.1f} s; a survivor {'was' if mid_pipe else 'was not'} waiting in the pipe")
 if problems:
     print("\n".join("FAILED: " + x for x in problems))
     sys.exit(1)

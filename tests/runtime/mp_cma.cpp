@@ -7,9 +7,12 @@
 //     each rank checks against the serial reference and the ranks compare digests. MP_CMA_DENY_RANK=r makes
 //     rank r refuse cross-memory attach (DCOMM_SHM_CMA=0 in its environment only): the group must agree and
 //     fall back on every rank, with the same results.
-//   mp_cma kill: rank 1 is killed (SIGKILL from a thread of its own) while the group runs 16 MiB all_reduce[cma]
-//     calls, mostly in the middle of single copies; every survivor must print an error naming rank 1 and exit 3.
-//   dcomm-run --nproc-per-node 3 -- mp_cma check|kill
+//     Then broadcast, all_gather, gather, scatter and all_to_all [shm_direct] (collectives/shm_pipe.hpp) at
+//     counts around their 256 KiB pieces and past their rings of slots, every root in turn, in place or not.
+//   mp_cma kill [COLLECTIVE]: rank 1 is killed (SIGKILL from a thread of its own) while the group runs 16 MiB
+//     all_reduce[cma] calls, mostly in the middle of single copies (or COLLECTIVE[shm_direct] calls: broadcast or
+//     all_gather, mostly mid pipe); every survivor must print an error naming rank 1 and exit 3.
+//   dcomm-run --nproc-per-node 3 -- mp_cma check|kill [COLLECTIVE]
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -69,6 +72,30 @@ std::vector<test::Case> threshold_cases(int size) {
   return out;
 }
 
+// For the shm_direct pipes: counts around a piece and past a lane's ring (1 MiB with a lane per reader, 2 MiB with
+// one), float32 and int8 (blocks that end mid-word), every root in turn, in place or not.
+std::vector<test::Case> pipe_cases(int size) {
+  const auto p = static_cast<std::size_t>(size);
+  const std::size_t piece = (std::size_t{256} << 10) / 4;
+  const bool no_rounds = std::getenv("MP_CMA_NO_ROUNDS") != nullptr;
+  std::vector<test::Case> out;
+  uint64_t salt = 70;
+  for (std::size_t count : {std::size_t{1}, std::size_t{5}, 3 * p + 1, piece - 1, piece, piece + 1, 4 * piece + 3,
+                            8 * piece + 5}) {
+    if (count > 4 * piece && no_rounds) continue;
+    for (DType t : {DType::kFloat32, DType::kInt8}) {
+      test::Case c;
+      c.dtype = t;
+      c.count = count;
+      c.in_place = salt % 2 == 0;
+      c.root = static_cast<int>(salt % p);
+      c.salt = salt++;
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
 int check() {
   if (const char* deny = std::getenv("MP_CMA_DENY_RANK")) {
     if (std::getenv("RANK") != nullptr && std::strcmp(std::getenv("RANK"), deny) == 0) setenv("DCOMM_SHM_CMA", "0", 1);
@@ -103,6 +130,18 @@ int check() {
       }
     }
   }
+  for (Collective coll : {Collective::kBroadcast, Collective::kAllGather, Collective::kGather, Collective::kScatter,
+                          Collective::kAllToAll}) {
+    const Algorithm* algo = find_algorithm(coll, "shm_direct");
+    if (algo == nullptr) {
+      rec.failures.push_back(fmt::format("no {}[shm_direct]", to_string(coll)));
+      continue;
+    }
+    for (const test::Case& c : pipe_cases(view.size)) {
+      test::run_case(s, *algo, c);
+      ++ran;
+    }
+  }
   uint64_t mine = test::digest(rec.digests.data(), rec.digests.size() * sizeof(uint64_t));
   boot.store->set(fmt::format("digest/{}", id.rank), std::to_string(mine));
   for (int r = 0; r < id.world_size; ++r) {
@@ -118,12 +157,23 @@ int check() {
   return rec.failures.empty() ? 0 : 1;
 }
 
-int kill() {
-  setenv("DCOMM_ALGO", "all_reduce:cma", 1);
+int kill(const std::string& collective) {
+  const bool pipe = !collective.empty();
+  setenv("DCOMM_ALGO", pipe ? (collective + ":shm_direct").c_str() : "all_reduce:cma", 1);
   auto pg = dcomm::init();
   std::vector<float> x(std::size_t{4} << 20);
+  std::vector<float> all(pg->size() * x.size());
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(pg->rank() + 1) + static_cast<float>(i % 7);
-  pg->all_reduce(dcomm::Buffer(x), dcomm::ReduceOp::kMax);  // everyone is in and connected
+  auto call = [&] {
+    if (!pipe) {
+      pg->all_reduce(dcomm::Buffer(x), dcomm::ReduceOp::kMax);
+    } else if (collective == "broadcast") {
+      pg->broadcast(dcomm::Buffer(x), 0);
+    } else {
+      pg->all_gather(dcomm::Buffer(x), dcomm::Buffer(all));
+    }
+  };
+  call();  // everyone is in and connected (and the windows exist)
   if (pg->rank() == 1) {
     std::thread([] {
       std::this_thread::sleep_for(std::chrono::milliseconds(30));
@@ -131,7 +181,7 @@ int kill() {
     }).detach();
   }
   try {
-    for (int i = 0; i < 100000; ++i) pg->all_reduce(dcomm::Buffer(x), dcomm::ReduceOp::kMax);
+    for (int i = 0; i < 100000; ++i) call();
   } catch (const dcomm::Error& e) {
     std::fprintf(stderr, "survivor rank %d: %s: %s\n", pg->rank(), dcomm::to_string(e.code()), e.what());
     return 3;
@@ -145,8 +195,8 @@ int kill() {
 int main(int argc, char** argv) {
   try {
     if (argc == 2 && std::strcmp(argv[1], "check") == 0) return check();
-    if (argc == 2 && std::strcmp(argv[1], "kill") == 0) return kill();
-    std::fprintf(stderr, "usage: mp_cma check|kill\n");
+    if (argc >= 2 && std::strcmp(argv[1], "kill") == 0) return kill(argc == 3 ? argv[2] : "");
+    std::fprintf(stderr, "usage: mp_cma check|kill [broadcast|all_gather]\n");
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mp_cma: %s\n", e.what());
