@@ -125,13 +125,19 @@ ShmPipe::ShmPipe(std::unique_ptr<ShmWindows> win, PipeLanes lanes, int size, std
 
 ShmPipe::~ShmPipe() = default;
 
+std::size_t ShmPipe::piece_for(std::size_t bytes) const {
+  constexpr std::size_t kSmallest = std::size_t{16} << 10;
+  return std::clamp((bytes / 8 + 4095) / 4096 * 4096, std::min(kSmallest, piece_), piece_);
+}
+
 void ShmPipe::put(const Context& c, int to, const char* block, std::size_t bytes, std::size_t k) {
   const Layout l{lanes_of(lanes_, size_), depth_of(lanes_), piece_, size_};
   const std::size_t lane = lane_of(to);
   char* w = win_->of(c.rank());
   const uint64_t stamp = ++sent_[lane];
   const std::size_t s = l.slot(lane, stamp);
-  const std::size_t len = std::min(piece_, bytes - k * piece_);
+  const std::size_t piece = piece_for(bytes);
+  const std::size_t len = std::min(piece, bytes - k * piece);
   // The slot's last piece must have been copied out by every reader of the lane.
   for (int q = 0; q < size_ && last_[s] != 0; ++q) {
     if (q == c.rank() || (lanes_ == PipeLanes::kPerPeer && q != to)) continue;
@@ -139,7 +145,10 @@ void ShmPipe::put(const Context& c, int to, const char* block, std::size_t bytes
     await(c, a);
   }
   SlotHead& h = l.head(w, s);
-  std::memcpy(l.piece_at(w, s), block + k * piece_, len);
+  // Non-temporal stores: the piece goes to memory rather than into this core's cache, where a reader on another
+  // core would have to fetch every line from (slow on a machine whose two cores share no cache level but memory).
+  stream_copy(l.piece_at(w, s), block + k * piece, len);
+  stream_copy_fence();
   h.seq = c.seq;
   h.piece = k;
   h.bytes = len;
@@ -154,7 +163,8 @@ void ShmPipe::get(const Context& c, int from, char* block, std::size_t bytes, st
   char* w = win_->of(from);
   const uint64_t stamp = ++taken_[static_cast<std::size_t>(from)];
   const std::size_t s = l.slot(lane, stamp);
-  const std::size_t len = std::min(piece_, bytes - k * piece_);
+  const std::size_t piece = piece_for(bytes);
+  const std::size_t len = std::min(piece, bytes - k * piece);
   SlotHead& h = l.head(w, s);
   Awaited a{&h.stamp, stamp, false, from, k, pieces(bytes), len, bytes, c.seq};
   await(c, a);
@@ -166,9 +176,9 @@ void ShmPipe::get(const Context& c, int from, char* block, std::size_t bytes, st
         c.what, from, h.piece + 1, format_bytes(h.block), h.seq, k + 1, format_bytes(bytes), c.seq));
   }
   if (stream) {
-    stream_copy(block + k * piece_, l.piece_at(w, s), len);
+    stream_copy(block + k * piece, l.piece_at(w, s), len);
   } else {
-    std::memcpy(block + k * piece_, l.piece_at(w, s), len);
+    std::memcpy(block + k * piece, l.piece_at(w, s), len);
   }
   // The reads are done: the producer may reuse the slot.
   Layout::ack(w, lane, c.rank(), size_).store(stamp, std::memory_order_release);

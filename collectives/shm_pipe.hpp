@@ -50,8 +50,11 @@ class ShmPipe final : public AlgorithmState {
   static ShmPipe* open(const Context& c, PipeLanes lanes, const char* instead);
   ~ShmPipe() override;
 
-  /// Pieces of a block of `bytes` (the same on every rank).
-  std::size_t pieces(std::size_t bytes) const { return (bytes + piece_ - 1) / piece_; }
+  /// The piece a block of `bytes` moves in (the same on every rank): an eighth of the block, 4 KiB-aligned, between
+  /// 16 KiB and the slot, so that a block of a few slots still overlaps its copies in and out.
+  std::size_t piece_for(std::size_t bytes) const;
+  /// Pieces of a block of `bytes`.
+  std::size_t pieces(std::size_t bytes) const { return (bytes + piece_for(bytes) - 1) / piece_for(bytes); }
   /// Publishes piece `k` of `block` (`bytes` in all) in the next slot of lane `to` (the reader with kPerPeer;
   /// ignored with kOne), once the slot's last piece has been acknowledged by every reader.
   void put(const Context& c, int to, const char* block, std::size_t bytes, std::size_t k);

@@ -242,8 +242,9 @@ bool piped(const Algorithm& a) {
   return std::string(a.name) == "shm_direct" && !is_reducing(a.collective) && a.collective != Collective::kBarrier;
 }
 
-// Counts around a piece (256 KiB: 65536 float32) and past a lane's ring of slots (1 MiB with a lane per reader,
-// 2 MiB with one lane), every root for one count past a piece, in place and not, and bytes that end mid-word.
+// Counts around a slot (256 KiB: 65536 float32; a block moves in eighths of itself, 16 KiB to a slot) and past a
+// lane's ring of slots (4 with a lane per reader, 8 with one lane), every root for one count, in place and not,
+// and bytes that end mid-word.
 CaseList pipe_cases(const Algorithm& algo, int size) {
   if (!piped(algo)) return {};
   const std::size_t piece = 65536;
@@ -334,7 +335,7 @@ TEST_CASE("a stuck peer fails a shm_direct pipe by its deadline, naming the op, 
     const char* awaited;
   };
   for (const Stuck& stuck : {Stuck{Collective::kBroadcast, 1, "rank 1's acknowledgement of an earlier piece"},
-                             Stuck{Collective::kAllGather, 0, "piece 1 of 3 (256.0 KiB of a 576.0 KiB block) in rank 0's"}}) {
+                             Stuck{Collective::kAllGather, 0, "piece 1 of 8 (72.0 KiB of a 576.0 KiB block) in rank 0's"}}) {
     const Algorithm* algo = find_algorithm(stuck.coll, "shm_direct");
     REQUIRE(algo != nullptr);
     std::atomic<bool> over{false};
@@ -342,7 +343,7 @@ TEST_CASE("a stuck peer fails a shm_direct pipe by its deadline, naming the op, 
       EngineOptions opts;
       opts.check_calls = false;
       auto engine = Engine::create(view, opts);
-      // broadcast: 9 pieces from rank 0, one more than its ring holds; all_gather: 3 pieces of each block.
+      // broadcast: 9 pieces from rank 0, one more than its ring holds; all_gather: 8 pieces of each block.
       const std::size_t count = stuck.coll == Collective::kBroadcast ? 9 * 65536 : 3 * 49152;
       std::vector<float> send(count, 1.0f + static_cast<float>(view.rank)), recv(2 * count);
       Args a;
