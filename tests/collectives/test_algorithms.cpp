@@ -325,6 +325,54 @@ TEST_CASE("the shm_direct pipes fall back on every rank when a window cannot be 
   CHECK(pipe_segments_left() == 0);
 }
 
+TEST_CASE("a mismatched call to a shm_direct pipe fails on every rank, and the pipe goes on in step",
+          "[collectives][algorithms]") {
+  for (const Algorithm& algo : algorithm_table()) {
+    if (!piped(algo)) continue;
+    auto records = test::run_group(3, [&](const GroupView& view, test::RankRecord& rec) {
+      auto engine = Engine::create(view);
+      test::RankState s{*engine, view, rec};
+      Case before;
+      before.count = 70001;
+      before.root = 1;
+      before.salt = 3;
+      test::run_case(s, algo, before);  // the windows exist, and the stamps have run on
+      // The last rank's count is one larger: every rank must raise before any rank reads a window.
+      const std::size_t count = 70001 + (view.rank == 2 ? 1 : 0);
+      std::vector<float> send(3 * count, 1.0f), recv(3 * count);
+      Args a;
+      a.coll = algo.collective;
+      a.root = 1;
+      const bool whole = algo.collective == Collective::kBroadcast || algo.collective == Collective::kAllToAll;
+      a.send = Buffer(send.data(), algo.collective == Collective::kScatter || algo.collective == Collective::kAllToAll
+                                       ? 3 * count
+                                       : count);
+      a.recv = algo.collective == Collective::kBroadcast
+                   ? a.send
+                   : Buffer(recv.data(), whole || algo.collective == Collective::kAllGather ||
+                                                 algo.collective == Collective::kGather
+                                             ? 3 * count
+                                             : count);
+      try {
+        engine->run(a, algo.name, Deadline::after(std::chrono::seconds(60)), s.seq++);
+        rec.failures.push_back("the mismatched call was not detected");
+      } catch (const InvalidUsageError& e) {
+        if (std::string(e.what()).find("rank 2") == std::string::npos) {
+          rec.failures.push_back(std::string("the error does not name rank 2: ") + e.what());
+        }
+      }
+      Case after = before;
+      after.count = 3 * 65536 + 5;
+      after.root = 2;
+      after.salt = 4;
+      test::run_case(s, algo, after);
+    });
+    auto failures = test::summarize(records);
+    INFO(to_string(algo.collective) << ": " << (failures.empty() ? "" : failures.front()));
+    CHECK(failures.empty());
+  }
+}
+
 TEST_CASE("a stuck peer fails a shm_direct pipe by its deadline, naming the op, the peer, the piece and its bytes",
           "[collectives][algorithms]") {
   // With the call check off, rank `absent` skips the call after the windows exist: the other waits in the pipe
