@@ -125,6 +125,8 @@ ShmPipe::ShmPipe(std::unique_ptr<ShmWindows> win, PipeLanes lanes, int size, std
 
 ShmPipe::~ShmPipe() = default;
 
+std::size_t ShmPipe::ahead() const { return depth_of(lanes_) - 1; }
+
 std::size_t ShmPipe::piece_for(std::size_t bytes) const {
   constexpr std::size_t kSmallest = std::size_t{16} << 10;
   return std::clamp((bytes / 8 + 4095) / 4096 * 4096, std::min(kSmallest, piece_), piece_);

@@ -12,8 +12,9 @@
 //   Lanes: kOne, one lane every other rank reads (broadcast, all_gather); kPerPeer, lane q read by rank q alone
 //   (scatter, gather, all_to_all).
 //   The algorithms move their blocks in lockstep, piece index by piece index (at step k every rank publishes its
-//   pieces k, then takes the others' pieces k), which cannot deadlock with two slots or more per lane: a slot's
-//   last piece is k - depth, which every consumer took at an earlier step.
+//   pieces up to k + ahead(), then takes the others' pieces k), which cannot deadlock while ahead() < the slots
+//   per lane: the last piece of a slot it publishes into is at most k - 1, which every reader took at an earlier
+//   step.
 //   Every wait is Mesh::wait_until: bounded by the call's deadline, spinning then yielding (transports/placement),
 //   watching the awaited rank's liveness; a dead or stuck peer fails the call with the op, the peer, the piece and
 //   its bytes, the elapsed time and the timeout, and poisons the mesh. A slot's head also carries the call's number
@@ -55,6 +56,10 @@ class ShmPipe final : public AlgorithmState {
   std::size_t piece_for(std::size_t bytes) const;
   /// Pieces of a block of `bytes`.
   std::size_t pieces(std::size_t bytes) const { return (bytes + piece_for(bytes) - 1) / piece_for(bytes); }
+  /// How many pieces past index k a rank that both publishes and takes (all_gather, all_to_all) may publish before
+  /// it takes the others' pieces k: up to a lane's slots less one, the lockstep stays free of deadlock (a slot's
+  /// last piece is then one that every reader took at an earlier step), and the readers rarely wait.
+  std::size_t ahead() const;
   /// Publishes piece `k` of `block` (`bytes` in all) in the next slot of lane `to` (the reader with kPerPeer;
   /// ignored with kOne), once the slot's last piece has been acknowledged by every reader.
   void put(const Context& c, int to, const char* block, std::size_t bytes, std::size_t k);

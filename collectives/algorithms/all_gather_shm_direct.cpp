@@ -1,6 +1,6 @@
 // all_gather[shm_direct]: one node, pipelined through every rank's shared-memory window
-// (collectives/shm_pipe.hpp): piece index by piece index, each rank copies its next piece into a ring of slots in
-// its window, then copies the others' pieces of that index out into their places in `recv` as they land; its own
+// (collectives/shm_pipe.hpp): piece index by piece index, each rank copies its next pieces into a ring of slots in
+// its window (up to ShmPipe::ahead() past the index), then copies the others' pieces of that index out into their places in `recv` as they land; its own
 // block goes into its place last (in place: first). When a rank cannot create its window, every rank logs why and runs ring instead,
 // from then on.
 // Memory traffic per rank: its block in (n/P) and every other block out ((P-1)n/P), all at memory-copy speed and
@@ -44,8 +44,9 @@ void run_all_gather_shm_direct(Context& c) {
   // pieces come first.
   const bool inside = mine >= out && mine < out + a.recv.bytes();
   if (inside) own(mine), mine = block(r);
-  for (std::size_t k = 0; p > 1 && k < pipe->pieces(bytes); ++k) {
-    pipe->put(c, /*to=*/0, mine, bytes, k);
+  const std::size_t pieces = p > 1 ? pipe->pieces(bytes) : 0;
+  for (std::size_t k = 0, put = 0; k < pieces; ++k) {
+    for (; put < pieces && put <= k + pipe->ahead(); ++put) pipe->put(c, /*to=*/0, mine, bytes, put);
     for (int s = 1; s < p; ++s) pipe->get(c, (r + s) % p, block((r + s) % p), bytes, k, stream);
   }
   if (!inside) own(mine);

@@ -1,8 +1,8 @@
 // all_to_all[shm_direct]: one node, pipelined through every rank's shared-memory window
-// (collectives/shm_pipe.hpp): piece index by piece index, each rank copies its next piece of the block for rank q
-// into q's lane of slots in its window, for every q, then copies every other rank's piece for it out into its
-// place in recv as it lands; last, its own block. In place needs no copy aside: a piece of recv is overwritten
-// only after the same piece of send went into the window.
+// (collectives/shm_pipe.hpp): piece index by piece index, each rank copies its next pieces of the block for rank
+// q into q's lane of slots in its window (up to ShmPipe::ahead() past the index), for every q, then copies every
+// other rank's piece for it out into its place in recv as it lands; last, its own block. In place needs no copy
+// aside: a piece of recv is overwritten only after the same piece of send went into the window.
 // When a rank cannot create its window, every rank logs why and runs pairwise instead, from then on.
 // Memory traffic per rank: (P-1)n/P in and (P-1)n/P out, in parallel on every core (non-temporal stores from an
 // 8 MiB result), where pairwise moves (P-1)n/P by cross-memory attach.
@@ -32,8 +32,11 @@ void run_all_to_all_shm_direct(Context& c) {
   ShmPipe* pipe = p > 1 ? ShmPipe::open(c, PipeLanes::kPerPeer, "all_to_all[pairwise]") : nullptr;
   if (p > 1 && pipe == nullptr) return run_instead(c, run_all_to_all_pairwise);
   const bool stream = a.recv.bytes() >= kStreamFromBytes;
-  for (std::size_t k = 0; p > 1 && k < pipe->pieces(bytes); ++k) {
-    for (int s = 1; s < p; ++s) pipe->put(c, (r + s) % p, in + at((r + s) % p), bytes, k);
+  const std::size_t pieces = p > 1 ? pipe->pieces(bytes) : 0;
+  for (std::size_t k = 0, put = 0; k < pieces; ++k) {
+    for (; put < pieces && put <= k + pipe->ahead(); ++put) {
+      for (int s = 1; s < p; ++s) pipe->put(c, (r + s) % p, in + at((r + s) % p), bytes, put);
+    }
     for (int s = 1; s < p; ++s) {
       const int from = pattern::mod(r - s, p);
       pipe->get(c, from, out + at(from), bytes, k, stream);
