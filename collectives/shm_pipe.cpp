@@ -147,6 +147,11 @@ void ShmPipe::put(const Context& c, int to, const char* block, std::size_t bytes
     await(c, a);
   }
   SlotHead& h = l.head(w, s);
+  // Stamp 0 while the slot is rewritten, as a sequence lock: a reader whose counts have drifted from this rank's
+  // (calls that differ with the check off) sees its stamp change under its copy and raises, never keeping a torn
+  // piece. The fence keeps the piece's non-temporal stores behind it.
+  h.stamp.store(0, std::memory_order_relaxed);
+  stream_copy_fence();
   // Non-temporal stores: the piece goes to memory rather than into this core's cache, where a reader on another
   // core would have to fetch every line from (slow on a machine whose two cores share no cache level but memory).
   stream_copy(l.piece_at(w, s), block + k * piece, len);
@@ -170,18 +175,25 @@ void ShmPipe::get(const Context& c, int from, char* block, std::size_t bytes, st
   SlotHead& h = l.head(w, s);
   Awaited a{&h.stamp, stamp, false, from, k, pieces(bytes), len, bytes, c.seq};
   await(c, a);
-  if (h.seq != c.seq || h.piece != k || h.block != bytes || h.stamp.load(std::memory_order_relaxed) != stamp) {
-    throw InvalidUsageError(fmt::format(
+  auto disagree = [&] {
+    return InvalidUsageError(fmt::format(
         "{}: rank {} published piece {} of a {} block for call #{} where this rank expected piece {} of a {} block "
         "for call #{}; the ranks' calls disagree (count, dtype, root or order of calls) - check that every rank "
         "passes matching arguments (DCOMM_CHECK_CALLS=1 names the rank)",
         c.what, from, h.piece + 1, format_bytes(h.block), h.seq, k + 1, format_bytes(bytes), c.seq));
+  };
+  if (h.seq != c.seq || h.piece != k || h.block != bytes || h.stamp.load(std::memory_order_relaxed) != stamp) {
+    throw disagree();
   }
   if (stream) {
     stream_copy(block + k * piece, l.piece_at(w, s), len);
   } else {
     std::memcpy(block + k * piece, l.piece_at(w, s), len);
   }
+  // The sequence lock's second read: the piece was not rewritten while it was copied (only ever with counts that
+  // drifted apart; see put()).
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (h.stamp.load(std::memory_order_relaxed) != stamp) throw disagree();
   // The reads are done: the producer may reuse the slot.
   Layout::ack(w, lane, c.rank(), size_).store(stamp, std::memory_order_release);
 }

@@ -373,6 +373,36 @@ TEST_CASE("a mismatched call to a shm_direct pipe fails on every rank, and the p
   }
 }
 
+TEST_CASE("with the call check off, a shm_direct pipe refuses a piece of another size instead of copying it",
+          "[collectives][algorithms]") {
+  const Algorithm* algo = find_algorithm(Collective::kBroadcast, "shm_direct");
+  REQUIRE(algo != nullptr);
+  auto records = test::run_group(3, [&](const GroupView& view, test::RankRecord& rec) {
+    EngineOptions opts;
+    opts.check_calls = false;
+    auto engine = Engine::create(view, opts);
+    // Rank 2 asks for one element more than root 0 sends (320 KiB: 8 pieces, which fit the root's ring).
+    const std::size_t count = 5 * 16384 + (view.rank == 2 ? 1 : 0);
+    std::vector<float> buf(count, view.rank == 0 ? 7.0f : -1.0f);
+    Args a;
+    a.coll = Collective::kBroadcast;
+    a.send = a.recv = Buffer(buf);
+    try {
+      engine->run(a, algo->name, Deadline::after(std::chrono::seconds(30)), 0);
+      if (view.rank == 2) rec.failures.push_back("rank 2 took a block of another size");
+      if (view.rank != 2 && buf.back() != 7.0f) rec.failures.push_back("wrong data on a rank whose call matched");
+    } catch (const InvalidUsageError& e) {
+      if (view.rank != 2 || std::string(e.what()).find("rank 0 published piece 1 of a 320.0 KiB block") ==
+                                std::string::npos) {
+        rec.failures.push_back(std::string("unexpected error: ") + e.what());
+      }
+    }
+  });
+  auto failures = test::summarize(records);
+  INFO((failures.empty() ? "" : failures.front()));
+  CHECK(failures.empty());
+}
+
 TEST_CASE("a stuck peer fails a shm_direct pipe by its deadline, naming the op, the peer, the piece and its bytes",
           "[collectives][algorithms]") {
   // With the call check off, rank `absent` skips the call after the windows exist: the other waits in the pipe
