@@ -7,9 +7,12 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "collectives/algorithms/algorithms.hpp"
+#include "collectives/cost_model.hpp"
 #include "collectives/registry.hpp"
 #include "collectives/validate.hpp"
 #include "tests/collectives/cases.hpp"
@@ -297,6 +300,43 @@ TEST_CASE("the shm_direct pipes match the reference across pieces, rings and roo
   for (int size : {2, 3, 4, 5}) run_world(size, pipe_cases);
   run_world(3, pipe_cases, "shm");
   CHECK(pipe_segments_left() == 0);
+}
+
+TEST_CASE("explain prices the shm_direct pipes on a group of one node, and the model picks them for large calls",
+          "[collectives][algorithms]") {
+  // The built-in one-node parameters, not a probe's, which a loaded machine can skew.
+  CostParams builtin;
+  builtin.alpha = builtin.alpha_intra = kOneNodeAlpha;
+  builtin.beta = builtin.beta_intra = kOneNodeBeta;
+  builtin.gamma = kOneNodeGamma;
+  const std::string path = fmt::format("/tmp/dcomm_pipe_tuning_{}.json", ::getpid());
+  {
+    std::ofstream(path) << tuning_json(builtin);
+  }
+  test::ScopedEnv tuning("DCOMM_TUNING_FILE", path.c_str());
+  auto records = test::run_group(3, [&](const GroupView& view, test::RankRecord& rec) {
+    auto engine = Engine::create(view);
+    for (const Algorithm& algo : algorithm_table()) {
+      if (!piped(algo)) continue;
+      const std::string text = engine->explain(algo.collective, 16 << 20);
+      std::istringstream lines(text);
+      bool priced = false;
+      for (std::string line; std::getline(lines, line);) {
+        if (line.find(" shm_direct ") != std::string::npos && line.find("not for this group") == std::string::npos) {
+          priced = true;
+        }
+      }
+      if (!priced) rec.failures.push_back("explain does not price shm_direct: " + text);
+      // 16 MiB: the pipe copies at memory speed where the others pay the link's β per byte.
+      if (text.find("choice: shm_direct (cost model)") == std::string::npos) {
+        rec.failures.push_back("the model does not pick shm_direct at 16 MiB: " + text);
+      }
+    }
+  });
+  std::filesystem::remove(path);
+  auto failures = test::summarize(records);
+  INFO((failures.empty() ? "" : failures.front()));
+  CHECK(failures.empty());
 }
 
 TEST_CASE("the shm_direct pipes fall back on every rank when a window cannot be created",
