@@ -1,8 +1,9 @@
 // all_gather[shm_direct]: one node, pipelined through every rank's shared-memory window
 // (collectives/shm_pipe.hpp): piece index by piece index, each rank copies its next pieces into a ring of slots in
-// its window (up to ShmPipe::ahead() past the index), then copies the others' pieces of that index out into their places in `recv` as they land; its own
-// block goes into its place last (in place: first). When a rank cannot create its window, every rank logs why and runs ring instead,
-// from then on.
+// its window (up to ShmPipe::ahead() past the index), then copies the others' pieces of that index out into their
+// places in `recv` as they land. Its own block goes into its place piece by piece as it is published, while still
+// in cache (in place: first, whole). When a rank cannot create its window, every rank logs why and runs ring
+// instead, from then on.
 // Memory traffic per rank: its block in (n/P) and every other block out ((P-1)n/P), all at memory-copy speed and
 // at the same time on every core, where ring moves (P-1)n/P by cross-memory attach (non-temporal stores from an
 // 8 MiB result).
@@ -30,26 +31,31 @@ void run_all_gather_shm_direct(Context& c) {
   ShmPipe* pipe = p > 1 ? ShmPipe::open(c, PipeLanes::kOne, "all_gather[ring]") : nullptr;
   if (p > 1 && pipe == nullptr) return run_instead(c, run_all_gather_ring);
   const bool stream = a.recv.bytes() >= kStreamFromBytes;
-  auto own = [&](const char* from) {
-    if (from == block(r)) return;
+  // Bytes [at, at + len) of this rank's block into its place.
+  auto own = [&](const char* from, std::size_t at, std::size_t len) {
+    if (from == block(r) || len == 0) return;
     if (stream) {
-      stream_copy(block(r), from, bytes);
+      stream_copy(block(r) + at, from + at, len);
     } else {
-      std::memcpy(block(r), from, bytes);
+      std::memcpy(block(r) + at, from + at, len);
     }
   };
   const char* mine = static_cast<const char*>(a.send.data);
   // In place (send inside recv, at its start or at this rank's block), this rank's block goes to its place first,
-  // and is published from there, before the others' land where it was. Else last, so that the others' first
-  // pieces come first.
+  // and is published from there, before the others' land where it was. Else each piece right after it is
+  // published, while it is still in cache.
   const bool inside = mine >= out && mine < out + a.recv.bytes();
-  if (inside) own(mine), mine = block(r);
+  if (inside) own(mine, 0, bytes), mine = block(r);
   const std::size_t pieces = p > 1 ? pipe->pieces(bytes) : 0;
+  const std::size_t piece = p > 1 ? pipe->piece_for(bytes) : bytes;
   for (std::size_t k = 0, put = 0; k < pieces; ++k) {
-    for (; put < pieces && put <= k + pipe->ahead(); ++put) pipe->put(c, /*to=*/0, mine, bytes, put);
+    for (; put < pieces && put <= k + pipe->ahead(); ++put) {
+      pipe->put(c, /*to=*/0, mine, bytes, put);
+      if (!inside) own(mine, put * piece, std::min(piece, bytes - put * piece));
+    }
     for (int s = 1; s < p; ++s) pipe->get(c, (r + s) % p, block((r + s) % p), bytes, k, stream);
   }
-  if (!inside) own(mine);
+  if (!inside && pieces == 0) own(mine, 0, bytes);
   if (stream) stream_copy_fence();
 }
 
