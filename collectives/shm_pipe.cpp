@@ -164,7 +164,8 @@ void ShmPipe::put(const Context& c, int to, const char* block, std::size_t bytes
   last_[s] = stamp;
 }
 
-void ShmPipe::get(const Context& c, int from, char* block, std::size_t bytes, std::size_t k, bool stream) {
+void ShmPipe::take(const Context& c, int from, std::size_t bytes, std::size_t k,
+                   const std::function<void(const char*, std::size_t, std::size_t)>& use) {
   const Layout l{lanes_of(lanes_, size_), depth_of(lanes_), piece_, size_};
   const std::size_t lane = lane_of(c.rank());
   char* w = win_->of(from);
@@ -185,17 +186,30 @@ void ShmPipe::get(const Context& c, int from, char* block, std::size_t bytes, st
   if (h.seq != c.seq || h.piece != k || h.block != bytes || h.stamp.load(std::memory_order_relaxed) != stamp) {
     throw disagree();
   }
-  if (stream) {
-    stream_copy(block + k * piece, l.piece_at(w, s), len);
-  } else {
-    std::memcpy(block + k * piece, l.piece_at(w, s), len);
-  }
-  // The sequence lock's second read: the piece was not rewritten while it was copied (only ever with counts that
+  use(l.piece_at(w, s), k * piece, len);
+  // The sequence lock's second read: the piece was not rewritten while it was read (only ever with counts that
   // drifted apart; see put()).
   std::atomic_thread_fence(std::memory_order_acquire);
   if (h.stamp.load(std::memory_order_relaxed) != stamp) throw disagree();
   // The reads are done: the producer may reuse the slot.
   Layout::ack(w, lane, c.rank(), size_).store(stamp, std::memory_order_release);
+}
+
+void ShmPipe::get(const Context& c, int from, char* block, std::size_t bytes, std::size_t k, bool stream) {
+  take(c, from, bytes, k, [&](const char* piece, std::size_t at, std::size_t len) {
+    if (stream) {
+      stream_copy(block + at, piece, len);
+    } else {
+      std::memcpy(block + at, piece, len);
+    }
+  });
+}
+
+void ShmPipe::reduce(const Context& c, int from, char* block, std::size_t bytes, std::size_t k) {
+  // Pieces are multiples of 4 KiB but the last, so they hold whole elements.
+  take(c, from, bytes, k, [&](const char* piece, std::size_t at, std::size_t len) {
+    c.reduce(block + at, piece, len / c.esize());
+  });
 }
 
 void run_instead(const Context& c, void (*instead)(Context&)) {

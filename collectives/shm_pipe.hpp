@@ -1,6 +1,7 @@
 #pragma once
-// Pipelined copies through shared-memory windows, for the collectives that move data without reducing it
-// (broadcast, all_gather, gather, scatter, all_to_all [shm_direct]) on a group of one node.
+// Pipelined copies through shared-memory windows, for the collectives that move data (broadcast, all_gather,
+// gather, scatter, all_to_all [shm_direct]), and reduce_scatter[shm_direct], which combines what it takes, on a
+// group of one node.
 //   Each rank's window holds lanes of a few slots, each slot one piece (at most kPipePieceBytes). A producer copies
 //   piece k of a block into the next slot of a lane and publishes it by storing the piece's stamp (the lane's running
 //   piece count) in the slot's head with release; each consumer of the lane polls that stamp with acquire, copies
@@ -25,6 +26,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -66,10 +68,16 @@ class ShmPipe final : public AlgorithmState {
   /// Copies piece `k` of the block rank `from` publishes for this rank (`bytes` in all) into `block`, once it is
   /// there, and acknowledges it. `stream`: with non-temporal stores (call stream_copy_fence() at the end).
   void get(const Context& c, int from, char* block, std::size_t bytes, std::size_t k, bool stream);
+  /// Like get(), but combines the piece into `block` with the call's op (Context::reduce) instead of copying it.
+  void reduce(const Context& c, int from, char* block, std::size_t bytes, std::size_t k);
 
  private:
   ShmPipe(std::unique_ptr<ShmWindows> win, PipeLanes lanes, int size, std::size_t piece);
   struct Layout;
+  // Waits for piece k of the block rank `from` publishes for this rank, checks it belongs to this call, hands it
+  // to `use` (the piece, its offset in the block, its bytes), then acknowledges it.
+  void take(const Context& c, int from, std::size_t bytes, std::size_t k,
+            const std::function<void(const char*, std::size_t, std::size_t)>& use);
   std::size_t lane_of(int reader) const { return lanes_ == PipeLanes::kOne ? 0 : static_cast<std::size_t>(reader); }
 
   std::unique_ptr<ShmWindows> win_;

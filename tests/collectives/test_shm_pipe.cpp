@@ -1,4 +1,4 @@
-// The shm_direct rows of broadcast, all_gather, gather, scatter and all_to_all (collectives/shm_pipe.hpp), threads
+// The shm_direct rows of broadcast, all_gather, gather, scatter, all_to_all and reduce_scatter (shm_pipe.hpp), threads
 // as ranks: against the serial reference around pieces, rings and every root at P = 2..5 (every row also runs in
 // test_algorithms.cpp's sweeps over P = 1..9), their fallback when a window cannot be made, a mismatched call, a
 // piece of another size with the check off, a stuck peer's error, and what explain() and the model say; and the
@@ -29,7 +29,8 @@ using CaseList = std::vector<Case>;
 
 // The rows that pipe pieces through shared-memory windows (collectives/shm_pipe.hpp).
 bool piped(const Algorithm& a) {
-  return std::string(a.name) == "shm_direct" && !is_reducing(a.collective) && a.collective != Collective::kBarrier;
+  return std::string(a.name) == "shm_direct" && a.collective != Collective::kAllReduce &&
+         a.collective != Collective::kReduce;
 }
 
 // Counts around a slot (256 KiB: 65536 float32; a block moves in eighths of itself, 16 KiB to a slot) and past a
@@ -102,7 +103,7 @@ void run_pipes(int size, const std::string& transport) {
 TEST_CASE("the shm_direct pipes match the reference across pieces, rings and roots", "[collectives][algorithms]") {
   int rows = 0;
   for (const Algorithm& a : algorithm_table()) rows += piped(a) ? 1 : 0;
-  CHECK(rows == 5);  // broadcast, all_gather, gather, scatter, all_to_all
+  CHECK(rows == 6);  // broadcast, all_gather, gather, scatter, all_to_all, reduce_scatter
   for (int size : {2, 3, 4, 5}) run_pipes(size, "loopback");
   run_pipes(3, "shm");
   CHECK(pipe_segments_left() == 0);
@@ -191,9 +192,9 @@ TEST_CASE("a mismatched call to a shm_direct pipe fails on every rank, and the p
       a.coll = algo.collective;
       a.root = 1;
       const bool whole = algo.collective == Collective::kBroadcast || algo.collective == Collective::kAllToAll;
-      a.send = Buffer(send.data(), algo.collective == Collective::kScatter || algo.collective == Collective::kAllToAll
-                                       ? 3 * count
-                                       : count);
+      const bool spread = algo.collective == Collective::kScatter || algo.collective == Collective::kAllToAll ||
+                          algo.collective == Collective::kReduceScatter;
+      a.send = Buffer(send.data(), spread ? 3 * count : count);
       a.recv = algo.collective == Collective::kBroadcast
                    ? a.send
                    : Buffer(recv.data(), whole || algo.collective == Collective::kAllGather ||

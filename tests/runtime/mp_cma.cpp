@@ -7,7 +7,7 @@
 //     each rank checks against the serial reference and the ranks compare digests. MP_CMA_DENY_RANK=r makes
 //     rank r refuse cross-memory attach (DCOMM_SHM_CMA=0 in its environment only): the group must agree and
 //     fall back on every rank, with the same results.
-//     Then broadcast, all_gather, gather, scatter and all_to_all [shm_direct] (collectives/shm_pipe.hpp) at
+//     Then broadcast, all_gather, gather, scatter, all_to_all and reduce_scatter [shm_direct] (shm_pipe.hpp) at
 //     counts around their 256 KiB pieces and past their rings of slots, every root in turn, in place or not.
 //   mp_cma kill [COLLECTIVE]: rank 1 is killed (SIGKILL from a thread of its own) while the group runs 16 MiB
 //     all_reduce[cma] calls, mostly in the middle of single copies (or COLLECTIVE[shm_direct] calls: broadcast or
@@ -131,7 +131,7 @@ int check() {
     }
   }
   for (Collective coll : {Collective::kBroadcast, Collective::kAllGather, Collective::kGather, Collective::kScatter,
-                          Collective::kAllToAll}) {
+                          Collective::kAllToAll, Collective::kReduceScatter}) {
     const Algorithm* algo = find_algorithm(coll, "shm_direct");
     if (algo == nullptr) {
       rec.failures.push_back(fmt::format("no {}[shm_direct]", to_string(coll)));
