@@ -227,6 +227,11 @@ double cost_shm_pipe(const CostParams& p, double copied, double pieces) {
   return (2.0 + pieces / 4.0) * p.alpha + copied * p.gamma;
 }
 
+double cost_shm_pipe_exchange(const CostParams& p, double n, int size) {
+  const double blocks = 2.0 * (size - 1);
+  return cost_shm_pipe(p, 2.0 * fraction(size) * n, blocks * std::ceil(n / size / static_cast<double>(kPipePieceBytes)));
+}
+
 double cost_shm_pipe_rooted(const CostParams& p, double n, int size) {
   const double per_rank = n / size;
   const double piece = static_cast<double>(kPipePieceBytes);

@@ -55,6 +55,9 @@ double cost_shm_pipe(const CostParams& p, double copied, double pieces);
 /// gather's and scatter's: the root copies (P-1)/P·n, in k = (P-1)⌈(n/P) / piece⌉ pieces, and the last rank to be
 /// served waits for one piece more.
 double cost_shm_pipe_rooted(const CostParams& p, double n, int size);
+/// all_to_all's and reduce_scatter's: every rank copies (P-1)/P·n in and takes (P-1)/P·n out, in
+/// k = 2(P-1)⌈(n/P) / piece⌉ pieces.
+double cost_shm_pipe_exchange(const CostParams& p, double n, int size);
 
 /// all_reduce[cma] and reduce[cma] (collectives/cma_slices.hpp) share when they apply and their price, given the
 /// bytes a rank moves through process_vm_readv/writev.

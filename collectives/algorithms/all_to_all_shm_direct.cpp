@@ -6,10 +6,9 @@
 // When a rank cannot create its window, every rank logs why and runs pairwise instead, from then on.
 // Memory traffic per rank: (P-1)n/P in and (P-1)n/P out, in parallel on every core (non-temporal stores from an
 // 8 MiB result), where pairwise moves (P-1)n/P by cross-memory attach.
-// Cost: (2 + k/4)α + 2(P-1)/P·nγ, k = 2(P-1)⌈(n/P) / piece⌉ (cost_shm_pipe; n = the bytes a rank sends). Only for
+// Cost: (2 + k/4)α + 2(P-1)/P·nγ, k = 2(P-1)⌈(n/P) / piece⌉ (cost_shm_pipe_exchange; n = the bytes a rank sends). Only for
 // one host, host memory and all_to_all (not all_to_all_v).
 
-#include <cmath>
 #include <cstring>
 
 #include "collectives/algorithms/algorithms.hpp"
@@ -53,8 +52,7 @@ void run_all_to_all_shm_direct(Context& c) {
 }
 
 double cost_all_to_all_shm_direct(const CostParams& p, double n, int size) {
-  const double blocks = 2.0 * (size - 1);
-  return cost_shm_pipe(p, 2.0 * fraction(size) * n, blocks * std::ceil(n / size / static_cast<double>(kPipePieceBytes)));
+  return cost_shm_pipe_exchange(p, n, size);
 }
 
 // This algorithm's row of the table (collectives/registry.hpp), registered before main().

@@ -6,10 +6,9 @@
 // from then on.
 // Memory traffic per rank: (P-1)n/P copied in and (P-1)n/P read to combine, in parallel on every core, where ring
 // moves (P-1)n/P by cross-memory attach in P-1 dependent steps.
-// Cost: (2 + k/4)α + 2(P-1)/P·nγ, k = 2(P-1)⌈(n/P) / piece⌉ (cost_shm_pipe; n = everything scattered). Only for
+// Cost: (2 + k/4)α + 2(P-1)/P·nγ, k = 2(P-1)⌈(n/P) / piece⌉ (cost_shm_pipe_exchange; n = everything scattered). Only for
 // one host and host memory.
 
-#include <cmath>
 
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/patterns.hpp"
@@ -40,8 +39,7 @@ void run_reduce_scatter_shm_direct(Context& c) {
 }
 
 double cost_reduce_scatter_shm_direct(const CostParams& p, double n, int size) {
-  const double blocks = 2.0 * (size - 1);
-  return cost_shm_pipe(p, 2.0 * fraction(size) * n, blocks * std::ceil(n / size / static_cast<double>(kPipePieceBytes)));
+  return cost_shm_pipe_exchange(p, n, size);
 }
 
 // This algorithm's row of the table (collectives/registry.hpp), registered before main().
