@@ -215,6 +215,20 @@ def node_rows(doc, a):
     return rows
 
 
+def wire_line(nodes, doc, a):
+    """What crossed the links during the whole run (setup, warm-up, every row, MPI's too), against what the rows'
+    collectives needed at least: 1.0x for algorithms that cross each link only with what must cross it, more for
+    one that crosses it more (a flat ring over 2 nodes x 2 ranks: 1.5x), a little more for TCP/IP headers."""
+    sent = [nodes.link_bytes(i)[0] for i in range(a.nodes)]
+    args = doc["arguments"]
+    needed = sum(r["bytes"] * node_factor(r["collective"], a.nodes, a.ranks_per_node) * (args["iters"] + args["warmup"])
+                 for r in doc["results"] if not r.get("skipped") and node_factor(r["collective"], a.nodes,
+                                                                                a.ranks_per_node) is not None)
+    ratio = f"{max(sent) / needed:.2f}x" if needed else "-"
+    return (f"wire: sent per node {', '.join(f'{b / 1e6:.1f} MB' for b in sent)} over the run, the busiest "
+            f"{ratio} of what its rows must cross (warm-up and timed calls; 1.5x is a flat ring over 2x2)")
+
+
 def cell(v, width, spec, suffix=""):
     return ("-" if v is None else format(v, spec) + suffix).rjust(width)
 
@@ -281,6 +295,7 @@ def measure(a, nodes, run, bench_cmd, json_path, oversubscribed):
     with open(json_path) as f:
         doc = json.load(f)
     rows = node_rows(doc, a)
+    header.append(wire_line(nodes, doc, a))
     header.append("node busbw: the bytes that must cross one node's link each way over the mean time, in GB/s "
                   f"(N = {a.nodes} nodes: all_reduce 2(N-1)/N x size, all_gather and reduce_scatter (N-1)/N, "
                   "broadcast and reduce 1; docs/benchmark.md); % link: of --rate; speedup: MPI's time over dcomm's")
