@@ -2,9 +2,8 @@
 
 #include <fmt/format.h>
 
-#include <dcomm/error.hpp>
-
 #include <cstdlib>
+#include <dcomm/error.hpp>
 #include <filesystem>
 #include <mutex>
 
@@ -39,8 +38,8 @@ uint64_t query_memory_types(ucp_context_h context, const std::string& who) {
   ucp_context_attr_t attr{};
   attr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
   ucs_status_t st = ucp_context_query(context, &attr);
-  const uint64_t types = st == UCS_OK ? (attr.memory_types | UCS_BIT(UCS_MEMORY_TYPE_HOST))
-                                      : UCS_BIT(UCS_MEMORY_TYPE_HOST);
+  const uint64_t types =
+      st == UCS_OK ? (attr.memory_types | UCS_BIT(UCS_MEMORY_TYPE_HOST)) : UCS_BIT(UCS_MEMORY_TYPE_HOST);
   static std::once_flag logged;
   std::call_once(logged, [&] {
     if (st != UCS_OK) {
