@@ -51,25 +51,29 @@ void RailRing::start() {
   post_receives(true, 0);
 }
 
-void RailRing::reduce() {
+void RailRing::complete_pass(bool reduce_pass) {
   const int p = c_.size();
-  if (p == 1) return;
   for (int s = 0; s + 1 < p; ++s) {
-    if (s > 0) post_receives(true, s);
-    const Block& in = incoming(true, s);
-    const std::vector<Block> parts = pattern::pieces(in, c_.chunk_elems());
+    if (s > 0) post_receives(reduce_pass, s);
+    const Block& in = incoming(reduce_pass, s);
     std::size_t i = 0;
     // Each piece is reduced, and forwarded, as soon as it is in: what pipelines the ring within a pass.
-    for (const Block& pc : parts) {
+    for (const Block& pc : pattern::pieces(in, c_.chunk_elems())) {
       if (pc.count == 0) continue;
       c_.wait(recvs_[i++]);
-      c_.reduce(c_.at(buf_, pc.offset), c_.at(landing_[s % 2].data(), pc.offset - in.offset), pc.count);
-      if (s + 2 < p) post_sends(pc, kReduceStep);
+      if (reduce_pass)
+        c_.reduce(c_.at(buf_, pc.offset), c_.at(landing_[s % 2].data(), pc.offset - in.offset), pc.count);
+      if (s + 2 < p) post_sends(pc, reduce_pass ? kReduceStep : kGatherStep);
     }
   }
-  // The gather pass lands in blocks these sends read from.
+  // The gather pass lands in blocks the reduce pass's sends read from; and finish() hands the buffer back.
   c_.wait_all(sends_);
   sends_.clear();
+}
+
+void RailRing::reduce() {
+  if (c_.size() == 1) return;
+  complete_pass(true);
   landing_[0] = Scratch();
   landing_[1] = Scratch();
   post_sends(blocks_[static_cast<std::size_t>(c_.rank())], kGatherStep);
@@ -77,19 +81,7 @@ void RailRing::reduce() {
 }
 
 void RailRing::finish() {
-  const int p = c_.size();
-  if (p == 1) return;
-  for (int s = 0; s + 1 < p; ++s) {
-    if (s > 0) post_receives(false, s);
-    std::size_t i = 0;
-    for (const Block& pc : pattern::pieces(incoming(false, s), c_.chunk_elems())) {
-      if (pc.count == 0) continue;
-      c_.wait(recvs_[i++]);
-      if (s + 2 < p) post_sends(pc, kGatherStep);
-    }
-  }
-  c_.wait_all(sends_);
-  sends_.clear();
+  if (c_.size() > 1) complete_pass(false);
 }
 
 }  // namespace dcomm::coll

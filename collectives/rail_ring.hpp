@@ -33,6 +33,8 @@ class RailRing {
   const pattern::Block& incoming(bool reduce_pass, int round) const;
   void post_receives(bool reduce_pass, int round);
   void post_sends(const pattern::Block& b, uint32_t step);
+  /// The rounds of a pass after its first was posted, then its sends.
+  void complete_pass(bool reduce_pass);
 
   Context c_;
   char* buf_;
