@@ -215,6 +215,22 @@ def node_rows(doc, a):
     return rows
 
 
+def cpu_times():
+    """The machine's CPU time so far from /proc/stat's first line: (busy, niced, idle) in clock ticks. Niced time
+    is apart: other work at nice 19 (builds) yields the cores to the run, which is not."""
+    f = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+    user, nice, system, idle, iowait, irq, softirq, steal = (f + [0] * 8)[:8]
+    return user + system + irq + softirq + steal, nice, idle + iowait
+
+
+def cpu_line(before, after):
+    busy, nice, idle = (b - a for a, b in zip(before, after))
+    total = max(1, busy + nice + idle)
+    return (f"cpu: {100 * busy / total:.0f}% busy, {100 * idle / total:.0f}% idle, {100 * nice / total:.0f}% niced "
+            f"over the run, all {os.cpu_count()} cores (busy counts ranks polling while they wait; niced is other "
+            "work at low priority, which yields the cores to the run)")
+
+
 def wire_line(nodes, doc, a):
     """What crossed the links during the whole run (setup, warm-up, every row, MPI's too), against what the rows'
     collectives needed at least: 1.0x for algorithms that cross each link only with what must cross it, more for
@@ -280,11 +296,13 @@ def measure(a, nodes, run, bench_cmd, json_path, oversubscribed):
     header = header_lines(a, nodes, oversubscribed)
     for line in header:
         print(f"# {line}", flush=True)
+    cpu_before = cpu_times()
     if a.launcher == "mpirun":
         launch_mpirun(run, nodes, a, bench_cmd, run.log_dir, oversubscribed)
     else:
         launch_dcomm_run(run, nodes, a, bench_cmd)
     failed = run.wait(time.monotonic() + a.timeout)
+    cpu = cpu_line(cpu_before, cpu_times())
     if failed:
         for name in run.hidden:  # the cause may be on another node: show the end of each log not shown yet
             with open(os.path.join(run.log_dir, f"{name}.log")) as f:
@@ -296,6 +314,7 @@ def measure(a, nodes, run, bench_cmd, json_path, oversubscribed):
         doc = json.load(f)
     rows = node_rows(doc, a)
     header.append(wire_line(nodes, doc, a))
+    header.append(cpu)
     header.append("node busbw: the bytes that must cross one node's link each way over the mean time, in GB/s "
                   f"(N = {a.nodes} nodes: all_reduce 2(N-1)/N x size, all_gather and reduce_scatter (N-1)/N, "
                   "broadcast and reduce 1; docs/benchmark.md); % link: of --rate; speedup: MPI's time over dcomm's")
