@@ -14,7 +14,7 @@ constexpr uint32_t kGatherStep = 1;
 }  // namespace
 
 RailRing::RailRing(Context rail, char* buf, std::size_t count)
-    : c_(std::move(rail)), buf_(buf), count_(count), blocks_(pattern::even_blocks(count, c_.size())) {}
+    : c_(std::move(rail)), buf_(buf), blocks_(pattern::even_blocks(count, c_.size())) {}
 
 const Block& RailRing::incoming(bool reduce_pass, int round) const {
   // The reduce pass lags one block behind the gather pass: it ends with this rank's own block reduced, which the
@@ -41,37 +41,8 @@ void RailRing::post_receives(bool reduce_pass, int round) {
   }
 }
 
-void RailRing::start_exchange() {
-  const int peer = 1 - c_.rank();
-  landing_[0] = c_.scratch(count_);
-  recvs_.clear();
-  for (const Block& pc : pattern::pieces(Block{0, count_}, c_.chunk_elems())) {
-    sends_.push_back(c_.isend(peer, kReduceStep, c_.at(buf_, pc.offset), pc.count * c_.esize()));
-    recvs_.push_back(c_.irecv(peer, kReduceStep, c_.at(landing_[0].data(), pc.offset), pc.count * c_.esize()));
-  }
-}
-
-void RailRing::reduce_exchange() {
-  std::size_t i = 0;
-  for (const Block& pc : pattern::pieces(Block{0, count_}, c_.chunk_elems())) {
-    c_.wait(recvs_[i]);
-    c_.wait(sends_[i++]);  // the piece this rank sent is overwritten next
-    char* mine = c_.at(buf_, pc.offset);
-    char* theirs = c_.at(landing_[0].data(), pc.offset);
-    if (c_.rank() == 0) {
-      c_.reduce(mine, theirs, pc.count);
-    } else {
-      c_.reduce(theirs, mine, pc.count);
-      c_.copy(mine, theirs, pc.count);
-    }
-  }
-  sends_.clear();
-  landing_[0] = Scratch();
-}
-
 void RailRing::start() {
   if (c_.size() == 1) return;
-  if (exchange()) return start_exchange();
   std::size_t largest = 0;
   for (const Block& b : blocks_) largest = std::max(largest, b.count);
   landing_[0] = c_.scratch(largest);
@@ -102,7 +73,6 @@ void RailRing::complete_pass(bool reduce_pass) {
 
 void RailRing::reduce() {
   if (c_.size() == 1) return;
-  if (exchange()) return reduce_exchange();
   complete_pass(true);
   landing_[0] = Scratch();
   landing_[1] = Scratch();
@@ -111,7 +81,7 @@ void RailRing::reduce() {
 }
 
 void RailRing::finish() {
-  if (c_.size() > 2) complete_pass(false);
+  if (c_.size() > 1) complete_pass(false);
 }
 
 }  // namespace dcomm::coll

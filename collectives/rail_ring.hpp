@@ -8,12 +8,7 @@
 //   finish()  finishes the gather pass (forwarding blocks on) and waits for every send; the slice is then reduced
 //             over the rail on every member.
 // Same messages, order and reduction order as ring_pass's reduce then gather passes (collectives/ring_pass.cpp),
-// in chunk-sized pieces.
-// A ring of two is an exchange: each member sends its whole slice to the other and both reduce it, in rail order
-// (the lower node's part first, so both hold identical bits). The same bytes cross each way as in the two passes
-// of the ring (the slice), in one hop instead of two and with no pass waiting on the other, so the link carries
-// each direction without a gap: start() posts the exchange, reduce() reduces piece by piece as they land,
-// finish() has nothing left to do.
+// in chunk-sized pieces; on two nodes start() posts all of the reduce pass and reduce() all of the gather pass.
 // Every rank calls the stages of its rings in one global order (the caller's), and each stage posts before it
 // waits, so the stages of different rings and the node phases between them cannot wait on each other in a cycle.
 
@@ -40,13 +35,9 @@ class RailRing {
   void post_sends(const pattern::Block& b, uint32_t step);
   /// The rounds of a pass after its first was posted, then its sends.
   void complete_pass(bool reduce_pass);
-  bool exchange() const { return c_.size() == 2; }
-  void start_exchange();
-  void reduce_exchange();
 
   Context c_;
   char* buf_;
-  std::size_t count_;
   std::vector<pattern::Block> blocks_;
   Scratch landing_[2];  // reduce pass: round r lands in landing_[r % 2]
   std::vector<transport::RequestPtr> sends_;

@@ -14,7 +14,6 @@
 //   node phase.
 // Cost (N nodes, L ranks on the fullest node, L' on the emptiest, α_i β_i within a node, α β between nodes):
 //   within(n) = 2(L-1)α_i + 2(L-1)/L·nβ_i + (L-1)/L·nγ;  across(n) = ⌈L/L'⌉·2(N-1)α + 2(N-1)/N·nβ + (N-1)/N·(n/L')γ
-//   (on 2 nodes the rails exchange: ⌈L/L'⌉·α + nβ + (n/L')γ)
 //   within(n) + across(n): an upper bound, the pipeline hides the first behind the second on separate links.
 // (the rails share the node's link, so the bytes between nodes are a node's total). Only for groups on two nodes
 // or more: on one node the flat algorithms run, and their choices stay what they were.
@@ -92,11 +91,8 @@ double cost_all_reduce_hier(const CostParams& p, double n, int /*size*/) {
   const double within =
       2.0 * (l - 1) * p.alpha_intra + 2.0 * fraction(p.local) * n * p.beta_intra + fraction(p.local) * n * p.gamma;
   const double rails_per_rank = std::ceil(l / lmin);
-  // On two nodes a rail's ring is an exchange (collectives/rail_ring.hpp): one hop, each side reducing the slice.
-  const double hops = p.nodes == 2 ? 1.0 : 2.0 * (p.nodes - 1);
-  const double reduced = p.nodes == 2 ? 1.0 : fraction(p.nodes);
-  const double across = rails_per_rank * hops * p.alpha + 2.0 * fraction(p.nodes) * n * p.beta +
-                        reduced * (n / lmin) * p.gamma;
+  const double across = rails_per_rank * 2.0 * (p.nodes - 1) * p.alpha + 2.0 * fraction(p.nodes) * n * p.beta +
+                        fraction(p.nodes) * (n / lmin) * p.gamma;
   // Charged in sequence, an upper bound: the segments hide the node phases behind the link only where the two are
   // different links, which one link class (no intra-node pair measured) does not say.
   return within + across;
