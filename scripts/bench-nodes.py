@@ -9,7 +9,8 @@ usage: scripts/bench-nodes.py [--nodes N] [--ranks-per-node R] [--rate RATE] [--
 It creates N network namespaces ("nodes", each with its own hostname) behind a bridge in a switch namespace
 (scripts/netns_nodes.py), optionally shapes each node's port with tc (--rate, --delay), runs R ranks per node of
 `dcomm-bench --vs mpi` (dcomm and OpenMPI on the same processes), and prints per size dcomm's and MPI's mean time,
-their ratio, and the bus bandwidth counted on the inter-node link. Everything it creates is removed afterwards,
+their ratio, and the bus bandwidth counted on the inter-node link; and the bytes each node's interface sent over
+the run against what the rows needed (`wire:`), and the machine's CPU time (`cpu:`). Everything it creates is removed afterwards,
 also on failure, Ctrl-C or SIGTERM; `--clean` removes what a run killed with SIGKILL left. Without root, iproute2
 or namespace support it says why and exits 77. docs/benchmark.md ("Across nodes") explains how to read the output.
 """
