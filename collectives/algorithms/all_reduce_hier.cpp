@@ -8,16 +8,17 @@
 //      runs them in rail order (every rank does, so they cannot wait on each other in a cycle).
 //   3. Within each node, each owner sends its reduced slices to the node's other ranks.
 //   Every slice is reduced in one order and copied from there, so every rank holds identical bits.
-//   Pipelined in segments (2 chunk-sized pieces per ring block, so 2·N·L chunks): segment k's node reduce-scatter
-//   and segment k-1's node all-gather run while the rails' messages cross the link (collectives/rail_ring.hpp
-//   has the stages and why their one global order cannot deadlock); unpipelined, the link idled through every
-//   node phase.
+//   Pipelined in segments (2 chunk-sized pieces per ring block, so 2·N·L chunks; a call of less than 4 such
+//   segments in 4, of at least 256 KiB each): segment k's node reduce-scatter and segment k-1's node all-gather
+//   run while the rails' messages cross the link (collectives/rail_ring.hpp has the stages and why their one
+//   global order cannot deadlock); unpipelined, the link idled through every node phase.
 // Cost (N nodes, L ranks on the fullest node, L' on the emptiest, α_i β_i within a node, α β between nodes):
 //   within(n) = 2(L-1)α_i + 2(L-1)/L·nβ_i + (L-1)/L·nγ;  across(n) = ⌈L/L'⌉·2(N-1)α + 2(N-1)/N·nβ + (N-1)/N·(n/L')γ
 //   within(n) + across(n): an upper bound, the pipeline hides the first behind the second on separate links.
 // (the rails share the node's link, so the bytes between nodes are a node's total). Only for groups on two nodes
 // or more: on one node the flat algorithms run, and their choices stay what they were.
 
+#include <algorithm>
 #include <cmath>
 
 #include "collectives/algorithms/algorithms.hpp"
@@ -41,8 +42,18 @@ std::vector<pattern::Block> slices_of(const pattern::Block& segment, int rails) 
   return slices;
 }
 
-std::size_t segment_elems(std::size_t chunk_elems, int nodes, int rails) {
-  return chunk_elems * kPiecesPerBlock * static_cast<std::size_t>(nodes) * static_cast<std::size_t>(rails);
+// A pipeline needs a few segments to overlap anything: a call of up to kMinSegments full segments is cut into
+// kMinSegments, down to kMinSegmentBytes (below that a call is latency-bound, and more messages cost more than
+// the overlap gains).
+constexpr std::size_t kMinSegments = 4;
+constexpr std::size_t kMinSegmentBytes = 256 * 1024;
+
+std::size_t segment_elems(const Context& c, int nodes, int rails) {
+  const std::size_t full =
+      c.chunk_elems() * kPiecesPerBlock * static_cast<std::size_t>(nodes) * static_cast<std::size_t>(rails);
+  const std::size_t floor = std::max<std::size_t>(1, kMinSegmentBytes / c.esize());
+  const std::size_t quarter = (c.work_count + kMinSegments - 1) / kMinSegments;
+  return std::min(full, std::max(floor, quarter));
 }
 
 }  // namespace
@@ -52,7 +63,7 @@ void run_all_reduce_hier(Context& c) {
   const Topology& t = h.topo;
   std::vector<int> owners;
   for (int j = 0; j < t.max_local; ++j) owners.push_back(t.rail_member(j, h.node));
-  const std::size_t seg = segment_elems(c.chunk_elems(), t.node_count(), t.max_local);
+  const std::size_t seg = segment_elems(c, t.node_count(), t.max_local);
   std::vector<pattern::Block> segments;
   if (c.work_count > 0) segments = pattern::pieces(pattern::Block{0, c.work_count}, seg);
   // The rings this rank runs for one segment, in rail order.
