@@ -1,7 +1,8 @@
 // The node-local halves of the hierarchical algorithms: a direct reduce-scatter to each block's owner and the
-// direct all-gather back from it. Direct rather than a ring because a block's owner is any rank of the node (a
-// small node serves several rails), and within a node every pair is one shared-memory hop.
-// Both sides walk the blocks, and the pieces of each, in the same order, so matching per (source, tag) pairs them.
+// direct all-gather back from it; and the chunk-sized pieces their messages between nodes travel in. Direct rather than
+// a ring because a block's owner is any rank of the node (a small node serves several rails), and within a node every
+// pair is one shared-memory hop. Both sides walk the blocks, and the pieces of each, in the same order, so matching per
+// (source, tag) pairs them.
 
 #include "collectives/primitives.hpp"
 #include "collectives/topology.hpp"
@@ -18,6 +19,16 @@ const std::vector<int>& my_node(const Context& c) {
 }
 
 }  // namespace
+
+void post_pieces(Context& c, bool send, int peer, uint32_t step, char* buf, std::size_t count,
+                 std::vector<transport::RequestPtr>& reqs) {
+  for (const Block& pc : pattern::pieces(Block{0, count}, c.chunk_elems())) {
+    if (pc.count == 0) continue;
+    char* at = c.at(buf, pc.offset);
+    reqs.push_back(send ? c.isend(peer, step, at, pc.count * c.esize())
+                        : c.irecv(peer, step, at, pc.count * c.esize()));
+  }
+}
 
 void node_reduce_to_owners(Context& c, char* buf, const std::vector<Block>& blocks, const std::vector<int>& owners,
                            uint32_t step) {

@@ -48,6 +48,13 @@ void node_reduce_to_owners(Context& c, char* buf, const std::vector<pattern::Blo
 void node_share_from_owners(Context& c, char* buf, const std::vector<pattern::Block>& blocks,
                             const std::vector<int>& owners, uint32_t step);
 
+/// Posts the send (`send`) or the receive of `count` elements at `buf` to or from `peer` as chunk-sized pieces,
+/// appending their requests to `reqs`. Both sides cut the same count alike, so the pieces match in order. Between
+/// nodes this keeps every message within UCX's eager limit over TCP, where a large rendezvous message would
+/// serialise a pair's two directions (transports/ucx/ucx_worker.cpp), and lets a receiver start on the first piece.
+void post_pieces(Context& c, bool send, int peer, uint32_t step, char* buf, std::size_t count,
+                 std::vector<transport::RequestPtr>& reqs);
+
 /// Steps halving_reduce_scatter and doubling_all_gather use.
 uint32_t fold_steps(int size);
 

@@ -1,15 +1,15 @@
 // Fitting the cost model at Engine::create. The probe is collective over the group and short (a few ms): a warm-up
 // exchange with the ring neighbours, 6 rounds of 8-byte messages (α: the fastest round), 6 rounds of 128 KiB
-// (β: the fastest round's extra time per byte; with 2, three ranks on two cores measured β 20x too high, every
-// round having waited for a core), and a timed reduction of 2 MiB of float32 (γ). The ranks then agree
-// on the maximum of each, so that every rank's cost model - and therefore every rank's choice of algorithm - is the
-// same.
+// (1 MiB on a group that spans nodes) (β: the fastest round's extra time per byte; with 2, three ranks on two cores
+// measured β 20x too high, every round having waited for a core), and a timed reduction of 2 MiB of float32 (γ). The
+// ranks then agree on the maximum of each, so that every rank's cost model - and therefore every rank's choice of
+// algorithm - is the same.
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <vector>
 
 #include "collectives/cost_model.hpp"
@@ -27,6 +27,10 @@ namespace {
 // start at 0 and the probe is over before the first of them starts.
 constexpr uint64_t kProbeSeq = 0xFFFFF;
 constexpr std::size_t kLarge = 128 * 1024;
+// Between nodes: a link's buffers (a switch's, a token bucket's) pass 128 KiB at memory speed, so the probe saw
+// the links in front of the wire (2 namespaces shaped to 1 Gbit/s: β between nodes as fast as within, and the
+// choice between hier and rabenseifner flipped from run to run). 1 MiB is past them, and costs 6 x 8 ms at 1 Gbit/s.
+constexpr std::size_t kLargeAcross = 1024 * 1024;
 constexpr int kSmallRounds = 6;
 constexpr int kLargeRounds = 6;
 constexpr std::size_t kGammaBytes = std::size_t{2} << 20;
@@ -63,13 +67,13 @@ double exchange_rounds(const Context& c, uint32_t step, std::vector<char>& out, 
 }
 
 // `step` numbers the probe's first message; it uses three.
-void measure_links(const Context& c, CostParams* p, uint32_t step) {
-  std::vector<char> small_out(8, 1), small_in(8), large_out(kLarge, 1), large_in(kLarge);
+void measure_links(const Context& c, CostParams* p, uint32_t step, std::size_t large = kLarge) {
+  std::vector<char> small_out(8, 1), small_in(8), large_out(large, 1), large_in(large);
   exchange_rounds(c, step, small_out, small_in, 1);
   double t_small = exchange_rounds(c, step + 1, small_out, small_in, kSmallRounds);
   double t_large = exchange_rounds(c, step + 2, large_out, large_in, kLargeRounds);
   p->alpha = std::max(t_small, 1e-8);
-  p->beta = std::max((t_large - t_small) / static_cast<double>(kLarge), 1e-13);
+  p->beta = std::max((t_large - t_small) / static_cast<double>(large), 1e-13);
 }
 
 }  // namespace
@@ -96,7 +100,8 @@ CostParams fit_cost_model(const GroupView& view, std::size_t chunk_bytes, std::s
     *source = "tuning file " + *file;
   } else {
     p.gamma = measure_gamma();
-    if (view.size > 1) measure_links(c, &p, 0);
+    const bool spans = h != nullptr && h->topo.node_count() > 1;
+    if (view.size > 1) measure_links(c, &p, 0, spans ? kLargeAcross : kLarge);
     if (two_classes && h->node_view.size > 1) {
       CostParams local;
       measure_links(c.on(h->node_view, 0), &local, 3);

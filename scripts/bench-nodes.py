@@ -9,7 +9,8 @@ usage: scripts/bench-nodes.py [--nodes N] [--ranks-per-node R] [--rate RATE] [--
 It creates N network namespaces ("nodes", each with its own hostname) behind a bridge in a switch namespace
 (scripts/netns_nodes.py), optionally shapes each node's port with tc (--rate, --delay), runs R ranks per node of
 `dcomm-bench --vs mpi` (dcomm and OpenMPI on the same processes), and prints per size dcomm's and MPI's mean time,
-their ratio, and the bus bandwidth counted on the inter-node link. Everything it creates is removed afterwards,
+their ratio, and the bus bandwidth counted on the inter-node link; and the bytes each node's interface sent over
+the run against what the rows needed (`wire:`), and the machine's CPU time (`cpu:`). Everything it creates is removed afterwards,
 also on failure, Ctrl-C or SIGTERM; `--clean` removes what a run killed with SIGKILL left. Without root, iproute2
 or namespace support it says why and exits 77. docs/benchmark.md ("Across nodes") explains how to read the output.
 """
@@ -215,6 +216,36 @@ def node_rows(doc, a):
     return rows
 
 
+def cpu_times():
+    """The machine's CPU time so far from /proc/stat's first line: (busy, niced, idle) in clock ticks. Niced time
+    is apart: other work at nice 19 (builds) yields the cores to the run, which is not."""
+    f = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+    user, nice, system, idle, iowait, irq, softirq, steal = (f + [0] * 8)[:8]
+    return user + system + irq + softirq + steal, nice, idle + iowait
+
+
+def cpu_line(before, after):
+    busy, nice, idle = (b - a for a, b in zip(before, after))
+    total = max(1, busy + nice + idle)
+    return (f"cpu: {100 * busy / total:.0f}% busy, {100 * idle / total:.0f}% idle, {100 * nice / total:.0f}% niced "
+            f"over the run, all {os.cpu_count()} cores (busy counts ranks polling while they wait; niced is other "
+            "work at low priority, which yields the cores to the run)")
+
+
+def wire_line(nodes, doc, a):
+    """What crossed the links during the whole run (setup, warm-up, every row, MPI's too), against what the rows'
+    collectives needed at least: 1.0x for algorithms that cross each link only with what must cross it, more for
+    one that crosses it more (a flat ring over 2 nodes x 2 ranks: 1.5x), a little more for TCP/IP headers."""
+    sent = [nodes.link_bytes(i)[0] for i in range(a.nodes)]
+    args = doc["arguments"]
+    needed = sum(r["bytes"] * node_factor(r["collective"], a.nodes, a.ranks_per_node) * (args["iters"] + args["warmup"])
+                 for r in doc["results"] if not r.get("skipped") and node_factor(r["collective"], a.nodes,
+                                                                                a.ranks_per_node) is not None)
+    ratio = f"{max(sent) / needed:.2f}x" if needed else "-"
+    return (f"wire: sent per node {', '.join(f'{b / 1e6:.1f} MB' for b in sent)} over the run, the busiest "
+            f"{ratio} of what its rows must cross (warm-up and timed calls; 1.5x is a flat ring over 2x2)")
+
+
 def cell(v, width, spec, suffix=""):
     return ("-" if v is None else format(v, spec) + suffix).rjust(width)
 
@@ -266,11 +297,13 @@ def measure(a, nodes, run, bench_cmd, json_path, oversubscribed):
     header = header_lines(a, nodes, oversubscribed)
     for line in header:
         print(f"# {line}", flush=True)
+    cpu_before = cpu_times()
     if a.launcher == "mpirun":
         launch_mpirun(run, nodes, a, bench_cmd, run.log_dir, oversubscribed)
     else:
         launch_dcomm_run(run, nodes, a, bench_cmd)
     failed = run.wait(time.monotonic() + a.timeout)
+    cpu = cpu_line(cpu_before, cpu_times())
     if failed:
         for name in run.hidden:  # the cause may be on another node: show the end of each log not shown yet
             with open(os.path.join(run.log_dir, f"{name}.log")) as f:
@@ -281,6 +314,8 @@ def measure(a, nodes, run, bench_cmd, json_path, oversubscribed):
     with open(json_path) as f:
         doc = json.load(f)
     rows = node_rows(doc, a)
+    header.append(wire_line(nodes, doc, a))
+    header.append(cpu)
     header.append("node busbw: the bytes that must cross one node's link each way over the mean time, in GB/s "
                   f"(N = {a.nodes} nodes: all_reduce 2(N-1)/N x size, all_gather and reduce_scatter (N-1)/N, "
                   "broadcast and reduce 1; docs/benchmark.md); % link: of --rate; speedup: MPI's time over dcomm's")

@@ -15,6 +15,7 @@ Optional shaping makes the switch look like a data-centre link: each node's port
 directions (tbf on both veth ends) and a one-way DELAY is added on the node's egress (netem under the tbf; kernels
 without sch_netem cannot add a delay, which `shaping` then says).
 """
+import json
 import os
 import shutil
 import signal
@@ -133,6 +134,12 @@ class Nodes:
             dcomm_run, "--nnodes", str(self.n), "--node-rank", str(i), "--nproc-per-node", str(nproc),
             "--master-addr", self.addrs[0], "--master-port", str(port), "--rdzv-timeout", str(rdzv_timeout),
             *options, "--", *program]
+
+    def link_bytes(self, i):
+        """(sent, received) bytes on node i's interface since it was made: what crossed its link, headers included."""
+        r = _run(["ip", "-n", self.ns[i], "-s", "-j", "link", "show", "eth0"])
+        stats = json.loads(r.stdout)[0]["stats64"]
+        return stats["tx"]["bytes"], stats["rx"]["bytes"]
 
     def pids(self):
         """Processes still inside this run's namespaces (all started by it: nothing else enters them)."""

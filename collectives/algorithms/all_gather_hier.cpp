@@ -2,7 +2,7 @@
 //   Rail j links, on every node, its rank j mod (ranks on that node) (collectives/topology.hpp).
 //   1. Between nodes: local rank j sends its block to the other members of rail j, and every member of rail j
 //      receives the other nodes' local-rank-j blocks; every rail at once, so every rank of a full node drives
-//      the link between nodes.
+//      the link between nodes. Blocks travel in chunk-sized pieces (post_pieces: eager over TCP).
 //   2. Within each node: every rank sends what it holds (its block, and what its rails brought) to the node's
 //      other ranks, straight into their place in the output.
 // Cost (N nodes, L ranks on the fullest; α_i β_i within a node, α β between nodes; n the gathered bytes):
@@ -30,7 +30,6 @@ void run_all_gather_hier(Context& c) {
   const std::vector<pattern::Block> blocks = uniform_blocks(a.send.count, c.size());
   const pattern::Block& mine = blocks[static_cast<std::size_t>(c.rank())];
   c.copy(c.at(out, mine.offset), a.send.data, a.send.count);
-  const std::size_t bytes = a.send.count * c.esize();
   std::vector<transport::RequestPtr> reqs;
   for (int j = 0; j < t.max_local; ++j) {
     if (h.rails[static_cast<std::size_t>(j)].rank < 0) continue;
@@ -39,12 +38,12 @@ void run_all_gather_hier(Context& c) {
       const auto& ranks = t.nodes[static_cast<std::size_t>(n)];
       if (n == h.node || static_cast<std::size_t>(j) >= ranks.size()) continue;
       const int from = ranks[static_cast<std::size_t>(j)];
-      reqs.push_back(
-          c.irecv(t.rail_member(j, n), step, c.at(out, blocks[static_cast<std::size_t>(from)].offset), bytes));
+      post_pieces(c, false, t.rail_member(j, n), step, c.at(out, blocks[static_cast<std::size_t>(from)].offset),
+                  a.send.count, reqs);
     }
     if (j != h.local) continue;  // this rank's own block travels on its own rail only
     for (int n = 0; n < t.node_count(); ++n) {
-      if (n != h.node) reqs.push_back(c.isend(t.rail_member(j, n), step, c.at(out, mine.offset), bytes));
+      if (n != h.node) post_pieces(c, true, t.rail_member(j, n), step, c.at(out, mine.offset), a.send.count, reqs);
     }
   }
   c.wait_all(reqs);

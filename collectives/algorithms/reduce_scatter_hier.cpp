@@ -4,7 +4,8 @@
 //   1. Within each node: every block is reduced over the node's ranks by the node's member of its rail (a direct
 //      reduce-scatter over shared memory; every rank of a full node reduces one block per node).
 //   2. Between nodes: each rank sends the node results it holds to the blocks' ranks, and each rank adds the
-//      other nodes' results for its block to its own node's, in node order. Every rail at once.
+//      other nodes' results for its block to its own node's, in node order. Every rail at once, in chunk-sized
+//      pieces (post_pieces: eager over TCP), each added as it lands.
 // Cost (N nodes, L ranks on the fullest; α_i β_i within a node, α β between nodes; n the scattered bytes):
 //   N(L-1)α_i + (L-1)/L·n(β_i + γ) + (N-1)α + (N-1)/N·nβ + (N-1)/P·nγ.
 
@@ -31,23 +32,25 @@ void run_reduce_scatter_hier(Context& c) {
   for (int q = 0; q < c.size(); ++q) reducers.push_back(t.rail_member(t.local_of[static_cast<std::size_t>(q)], h.node));
   node_reduce_to_owners(c, c.work, blocks, reducers, kNodeStep);
   if (count == 0) return;
-  const std::size_t bytes = count * c.esize();
   std::vector<transport::RequestPtr> sends;
   for (int q = 0; q < c.size(); ++q) {
     if (reducers[static_cast<std::size_t>(q)] == c.rank() && t.node_of[static_cast<std::size_t>(q)] != h.node) {
-      sends.push_back(c.isend(q, kAcrossStep, c.at(c.work, blocks[static_cast<std::size_t>(q)].offset), bytes));
+      post_pieces(c, true, q, kAcrossStep, c.at(c.work, blocks[static_cast<std::size_t>(q)].offset), count, sends);
     }
   }
   Scratch tmp = c.scratch(count * static_cast<std::size_t>(t.node_count() - 1));
-  std::vector<transport::RequestPtr> recvs;
+  std::vector<transport::RequestPtr> recvs;  // node after node, each in pieces (post_pieces)
   for (int n = 0, i = 0; n < t.node_count(); ++n) {
     if (n != h.node)
-      recvs.push_back(c.irecv(t.rail_member(h.local, n), kAcrossStep, c.at(tmp.data(), count * i++), bytes));
+      post_pieces(c, false, t.rail_member(h.local, n), kAcrossStep, c.at(tmp.data(), count * i++), count, recvs);
   }
+  // Each piece is added as it lands, in node order (the same order on every rank, so the bits agree).
   char* own = c.at(c.work, blocks[static_cast<std::size_t>(c.rank())].offset);
+  const std::vector<pattern::Block> parts = pattern::pieces(pattern::Block{0, count}, c.chunk_elems());
   for (std::size_t i = 0; i < recvs.size(); ++i) {
+    const pattern::Block& pc = parts[i % parts.size()];
     c.wait(recvs[i]);
-    c.reduce(own, c.at(tmp.data(), count * i), count);
+    c.reduce(c.at(own, pc.offset), c.at(tmp.data(), count * (i / parts.size()) + pc.offset), pc.count);
   }
   c.wait_all(sends);
 }

@@ -54,9 +54,13 @@ def case_run(mpi):
             return SKIP
         if p.returncode != 0:
             fail(f"exit {p.returncode}", text)
-        for needle in ["# bench-nodes: 2 nodes x 2 ranks", "# link: 1gbit per node port", "node busbw"]:
+        for needle in ["# bench-nodes: 2 nodes x 2 ranks", "# link: 1gbit per node port", "node busbw", "# cpu: "]:
             if needle not in text:
                 fail(f"the output lacks '{needle}'", text)
+        # Every node sent something across its link, and more than the rows alone needed (setup: the probe).
+        wire = re.search(r"# wire: sent per node ([0-9.]+) MB, ([0-9.]+) MB over the run, the busiest ([0-9.]+)x", text)
+        if not wire or min(float(wire.group(1)), float(wire.group(2))) <= 0 or float(wire.group(3)) < 1.0:
+            fail("the wire line is missing or counts nothing", text)
         tag = tag_of(text)
         if tag is None or any(n.endswith(f"-{tag}") for n in namespaces()):
             fail(f"namespaces of run {tag} are left: {namespaces()}", text)

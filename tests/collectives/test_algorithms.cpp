@@ -109,6 +109,24 @@ CaseList large_cases(const Algorithm& algo, int size) {
   return {c};
 }
 
+// Counts over several pipeline segments of all_reduce[hier] at a 64-byte chunk (a segment is 2 chunks per ring
+// block: 2·N·L chunks), odd and not divisible by the ranks, in place and not.
+CaseList segment_cases(const Algorithm& algo, int size) {
+  if (algo.collective == Collective::kBarrier) return {};
+  CaseList cases;
+  for (std::size_t count : {std::size_t{1001}, 2 * std::size_t{384} + 1}) {
+    for (bool in_place : {false, true}) {
+      Case c;
+      c.count = count;
+      c.in_place = in_place;
+      c.root = size / 2;
+      c.salt = 11;
+      cases.push_back(c);
+    }
+  }
+  return cases;
+}
+
 // Every dtype with every op that fits it (reducing collectives), or every dtype (the others).
 CaseList matrix_cases(const Algorithm& algo, int size) {
   CaseList out;
@@ -218,6 +236,7 @@ TEST_CASE("hierarchical algorithms match the reference on simulated nodes", "[co
     const int size = static_cast<int>(nodes.size());
     run_world(size, hier_only(sweep_cases), "loopback", 64, nodes);
     run_world(size, hier_only(matrix_cases), "loopback", 64, nodes);
+    run_world(size, hier_only(segment_cases), "loopback", 64, nodes);
   }
   // shm completes sends asynchronously: a buffer reused too early shows here.
   run_world(4, hier_only(sweep_cases), "shm", 64, kPlacements[0]);

@@ -35,8 +35,10 @@ def launch(nodes, program, env, options=()):
 
 def check_kill(nodes, victim, after):
     # The timer starts once init() returned: the kill lands in the all_reduce loop however slow startup was.
+    # 64 KiB chunks: the loop's 1.2 MiB all_reduce runs all_reduce[hier] as a pipeline of 3 segments, so the kill
+    # can land with two segments' stages in flight.
     env = dict(os.environ, KILL_RANK=str(victim), KILL_AFTER_S=str(after), KILL_FROM="loop", KILL_SIGNAL="KILL",
-               DCOMM_TIMEOUT_S="30", LOOP_S=str(after + 8), UCX_TLS="tcp,self")
+               DCOMM_TIMEOUT_S="30", LOOP_S=str(after + 8), UCX_TLS="tcp,self", DCOMM_CHUNK_BYTES="65536")
     results = launch(nodes, [PROG], env, ["--grace-period", "3"])
     out = "".join(o for _, o, _ in results)
     problems = []

@@ -2,8 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <dcomm/error.hpp>
-
+#include <filesystem>
 #include <mutex>
 
 #include "common/log.hpp"
@@ -37,8 +38,8 @@ uint64_t query_memory_types(ucp_context_h context, const std::string& who) {
   ucp_context_attr_t attr{};
   attr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
   ucs_status_t st = ucp_context_query(context, &attr);
-  const uint64_t types = st == UCS_OK ? (attr.memory_types | UCS_BIT(UCS_MEMORY_TYPE_HOST))
-                                      : UCS_BIT(UCS_MEMORY_TYPE_HOST);
+  const uint64_t types =
+      st == UCS_OK ? (attr.memory_types | UCS_BIT(UCS_MEMORY_TYPE_HOST)) : UCS_BIT(UCS_MEMORY_TYPE_HOST);
   static std::once_flag logged;
   std::call_once(logged, [&] {
     if (st != UCS_OK) {
@@ -49,6 +50,29 @@ uint64_t query_memory_types(ucp_context_h context, const std::string& who) {
     }
   });
   return types;
+}
+
+// Above the collectives' default pipelining chunk (512 KiB), so every piece of a pipelined algorithm goes eager.
+constexpr const char* kTcpEagerLimit = "1m";
+
+// UCX's rendezvous over TCP (RTS, then the receiver's RTR, then the data) serialises a pair's two directions: both
+// ride one socket, and the RTR a rank sends for an incoming message waits behind its own outgoing data queued on
+// that socket. A pair exchanging at once (every rail of the hierarchical algorithms, a two-rank ring) then moves at
+// half the link (2 namespaces at 1 Gbit/s: 48 % of the link each way with UCX's 8 KiB threshold, 89-93 % eager;
+// docs/transports-ucx.md). Eager data needs no RTR and streams both ways. So where the network is TCP (no RDMA
+// device: /sys/class/infiniband empty) and the user set no threshold, messages up to kTcpEagerLimit go eager;
+// larger ones keep rendezvous, which bounds what UCX buffers for a late receiver to one such message each. Over
+// RDMA, rendezvous is zero-copy and stays as UCX sets it.
+void prefer_eager_over_tcp(ucp_config_t* config, const std::string& who) {
+  std::error_code ec;
+  const bool rdma = !std::filesystem::is_empty("/sys/class/infiniband", ec) && !ec;
+  if (rdma || std::getenv("UCX_RNDV_THRESH") != nullptr) return;
+  const ucs_status_t st = ucp_config_modify(config, "RNDV_THRESH", kTcpEagerLimit);
+  static std::once_flag logged;
+  std::call_once(logged, [&] {
+    DCOMM_INFO("ucx {}: no RDMA device, so the network is TCP: {} messages up to {} eager (UCX_RNDV_THRESH sets it)",
+               who, st == UCS_OK ? "sending" : "could not set", kTcpEagerLimit);
+  });
 }
 
 }  // namespace
@@ -69,6 +93,7 @@ UcxWorker::UcxWorker(const std::string& who) {
   ucp_config_t* config = nullptr;
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
   if (st != UCS_OK) fail_setup(who, "ucp_config_read", st);
+  prefer_eager_over_tcp(config, who);
 
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;

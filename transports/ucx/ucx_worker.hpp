@@ -3,7 +3,8 @@
 // whatever is unpacked into it (discard() receives into it, so dropping a many-GiB message allocates nothing).
 //
 // Configuration comes from UCX itself: ucp_config_read() reads UCX_TLS, UCX_NET_DEVICES and every other UCX_*
-// variable, and dcomm overrides none of them. The worker runs in UCS_THREAD_MODE_SERIALIZED: Mesh serialises every
+// variable. dcomm changes one default only, where the network is TCP and UCX_RNDV_THRESH is unset: messages up to
+// 1 MiB go eager (ucx_worker.cpp says why). The worker runs in UCS_THREAD_MODE_SERIALIZED: Mesh serialises every
 // call under its lock, but the calls may come from different threads (a Work waited on by another thread), which
 // UCS_THREAD_MODE_SINGLE does not allow.
 //
