@@ -10,22 +10,16 @@
 #include <functional>
 #include <set>
 
+#include "tests/runtime/ranks.hpp"
+
 namespace dcomm::test {
 
 namespace {
 
 constexpr std::size_t kBlock = 5;  // elements per rank's block: odd, so no size lines up with another by chance
 
-// A value that differs on every (rank, index) and call, never zero.
-double value(int rank, std::size_t i, int salt) {
-  return 1.0 + rank * 1000.0 + static_cast<double>(i) * 0.25 + salt * 0.0625;
-}
-
-std::vector<double> values(int rank, std::size_t n, int salt) {
-  std::vector<double> v(n);
-  for (std::size_t i = 0; i < n; ++i) v[i] = value(rank, i, salt);
-  return v;
-}
+double value(int rank, std::size_t i, int salt) { return salted_value(rank, i, salt); }
+std::vector<double> values(int rank, std::size_t n, int salt) { return salted_values(rank, n, salt); }
 
 // One call's buffers and what a valid call would leave in `out` on this rank (empty: no output here).
 struct Call {

@@ -8,6 +8,8 @@
 #include <chrono>
 #include <functional>
 #include <set>
+
+#include "tests/runtime/ranks.hpp"
 #include <thread>
 
 namespace dcomm::test {
@@ -17,16 +19,8 @@ namespace {
 constexpr auto kCallTimeout = std::chrono::seconds(20);
 constexpr auto kStoreWait = std::chrono::seconds(30);
 
-// Distinct on every (rank, index, call), never zero, exact in double sums.
-double value(int rank, std::size_t i, int salt) {
-  return 1.0 + rank * 1000.0 + static_cast<double>(i) * 0.25 + salt * 0.0625;
-}
-
-std::vector<double> values(int rank, std::size_t n, int salt) {
-  std::vector<double> v(n);
-  for (std::size_t i = 0; i < n; ++i) v[i] = value(rank, i, salt);
-  return v;
-}
+double value(int rank, std::size_t i, int salt) { return salted_value(rank, i, salt); }
+std::vector<double> values(int rank, std::size_t n, int salt) { return salted_values(rank, n, salt); }
 
 // One call as one rank makes it.
 struct Call {
