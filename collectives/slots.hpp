@@ -41,6 +41,7 @@
 #include <cstdint>
 #include <memory>
 #include <string_view>
+#include <vector>
 
 #include "collectives/call_check.hpp"
 #include "collectives/context.hpp"
@@ -90,17 +91,23 @@ class SlotChannel {
 
  private:
   SlotChannel(std::unique_ptr<ShmWindows> windows, int rank, int size);
-  char* slot(int q, uint64_t exchange) const;
+  char* slot(int q, uint64_t exchange) const {
+    return bases_[static_cast<std::size_t>(q)] + (exchange % 2) * stride_;
+  }
   /// Waits for every other rank's flag of exchange n (call `seq`).
   void wait_all(const Context& c, uint64_t n, uint64_t seq) const;
   /// The check over every rank's slot of exchange n: throws on an invalid, check-off or mismatched call.
   /// `late_notices`: a late notice counts as an invalid call (else it is left out of the comparison).
   void verdict(const Context& c, uint64_t n, bool late_notices) const;
+  /// Whether every rank's slot of exchange n holds a call equal to this rank's (the check's fast path).
+  bool all_agree(uint64_t n) const;
   /// The pending check of the last exchange, at the start of exchange n + 1 (see above).
   void settle(const Context& c, const CallDescriptor* mine);
   void publish(uint64_t n, uint8_t state, const CallDescriptor* mine, const void* data, std::size_t bytes);
 
   std::unique_ptr<ShmWindows> windows_;
+  std::vector<char*> bases_;  ///< every rank's segment, as mapped here (windows_->of(q), looked up once)
+  std::size_t stride_;        ///< from one slot to the next in a segment
   int rank_;
   int size_;
   uint64_t exchanges_ = 0;  ///< exchanges so far; the flag of exchange n is n
