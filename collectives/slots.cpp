@@ -157,7 +157,6 @@ SlotChannel::SlotChannel(std::unique_ptr<ShmWindows> windows, int rank, int size
 
 SlotChannel::~SlotChannel() = default;
 
-
 void SlotChannel::publish(uint64_t n, uint8_t state, const CallDescriptor* mine, const void* data,
                           std::size_t bytes) {
   char* own = slot(rank_, n);
