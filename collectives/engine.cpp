@@ -26,6 +26,9 @@ namespace {
 constexpr std::size_t kDefaultChunkBytes = 512 * 1024;
 // Host calls at least this large make sure, before the check, that scratch of their size can be had at all.
 constexpr std::size_t kProbeScratchBytes = std::size_t{256} << 20;
+// How long the group's destruction waits for the other ranks' part of its last call, when this rank returned from
+// it before seeing them (slots.hpp: the pending check).
+constexpr auto kSettleTimeout = std::chrono::seconds(5);
 
 class EngineImpl final : public Engine {
  public:
@@ -35,6 +38,9 @@ class EngineImpl final : public Engine {
         chunk_bytes_(chunk_bytes),
         check_calls_(check_calls),
         selector_(params, std::move(source), std::move(env_forced)) {}
+  ~EngineImpl() override {
+    if (view_.slots) view_.slots->settle_quietly(view_, Deadline::after(kSettleTimeout));
+  }
 
   void run(const Args& args, const std::string& algorithm, const Deadline& deadline, uint64_t seq,
            std::string_view found) override {

@@ -33,7 +33,9 @@ struct SlotCall {
   bool operator==(const SlotCall&) const = default;
 };
 
-enum class SlotState : uint8_t { kCall, kInvalid, kNoCall };
+// kLateNotice: this rank learned at this exchange that its last call failed the check (slots.hpp); the data is
+// the reason.
+enum class SlotState : uint8_t { kCall, kInvalid, kNoCall, kLateNotice };
 
 // The head of a slot; data follows at kDataOffset.
 struct SlotHead {
@@ -149,60 +151,154 @@ std::shared_ptr<SlotChannel> SlotChannel::create(const Context& c, uint32_t step
 }
 
 SlotChannel::SlotChannel(std::unique_ptr<ShmWindows> windows, int rank, int size)
-    : windows_(std::move(windows)), rank_(rank), size_(size) {}
+    : windows_(std::move(windows)), stride_(kSlotStride), rank_(rank), size_(size) {
+  for (int q = 0; q < size; ++q) bases_.push_back(windows_->of(q));
+}
 
 SlotChannel::~SlotChannel() = default;
 
-char* SlotChannel::slot(int q, uint64_t exchange) const { return windows_->of(q) + (exchange % 2) * kSlotStride; }
-
-void SlotChannel::exchange(const Context& c, const CallDescriptor* mine, std::string_view invalid, const void* data,
-                           std::size_t bytes) {
-  if (bytes > kSlotBytes) {
-    throw Error(ErrorCode::kInternal,
-                fmt::format("{}: {} do not fit a shared-memory slot ({} at most)", c.what, format_bytes(bytes),
-                            format_bytes(kSlotBytes)));
-  }
-  const uint64_t n = ++exchanges_;
+void SlotChannel::publish(uint64_t n, uint8_t state, const CallDescriptor* mine, const void* data,
+                          std::size_t bytes) {
   char* own = slot(rank_, n);
   auto* h = reinterpret_cast<SlotHead*>(own);
-  if (!invalid.empty()) {
-    h->state = SlotState::kInvalid;
-    bytes = std::min(invalid.size(), kMaxReasonBytes);
-    data = invalid.data();
-  } else {
-    h->state = mine != nullptr ? SlotState::kCall : SlotState::kNoCall;
-  }
+  h->state = static_cast<SlotState>(state);
   h->call = mine != nullptr ? compact(*mine, algorithm_number(*mine, &cached_call_, &cached_algorithm_)) : SlotCall{};
   h->bytes = static_cast<uint32_t>(bytes);
   if (bytes != 0) std::memcpy(own + kDataOffset, data, bytes);
   h->flag.store(n, std::memory_order_release);
+}
+
+void SlotChannel::wait_all(const Context& c, uint64_t n, uint64_t seq) const {
   for (int q = 0; q < size_; ++q) {
     if (q == rank_) continue;
-    Awaited awaited{&head(slot(q, n)), n, q, c.seq};
-    if (!flag_set(&awaited)) c.view.mesh->wait_until(flag_set, describe, &awaited, world_rank(c.view, q), c.deadline, c.what);
+    Awaited awaited{&head(slot(q, n)), n, q, seq};
+    if (!flag_set(&awaited)) {
+      c.view.mesh->wait_until(flag_set, describe, &awaited, world_rank(c.view, q), c.deadline, c.what);
+    }
   }
-  if (mine == nullptr) return;
-  // The check: every rank sees every call, and throws the same error.
-  const SlotHead& low = head(slot(0, n));
+}
+
+void SlotChannel::verdict(const Context& c, uint64_t n, bool late_notices) const {
+  int low = -1;  // the lowest rank compared: rank 0, unless it sent a late notice
   int bad = -1;
   for (int q = 0; q < size_; ++q) {
     const SlotHead& theirs = head(slot(q, n));
-    if (theirs.state == SlotState::kInvalid) {
-      throw_invalid_call(c, q, std::string_view(slot(q, n) + kDataOffset, std::min<std::size_t>(theirs.bytes, kMaxReasonBytes)));
+    const bool late = theirs.state == SlotState::kLateNotice;
+    if (late && !late_notices) continue;
+    if (theirs.state == SlotState::kInvalid || late) {
+      const std::size_t cap = late ? kSlotBytes : kMaxReasonBytes;
+      throw_invalid_call(c, q, std::string_view(slot(q, n) + kDataOffset, std::min<std::size_t>(theirs.bytes, cap)));
     }
     if (theirs.state == SlotState::kNoCall) {
       throw InvalidUsageError(fmt::format("{}: rank {} has the call check off (call #{} of this group); "
                                           "DCOMM_CHECK_CALLS must be alike on every rank",
                                           c.what, q, c.seq));
     }
-    if (bad < 0 && !(theirs.call == low.call)) bad = q;
+    if (low < 0) low = q;
+    if (bad < 0 && !(theirs.call == head(slot(low, n)).call)) bad = q;
   }
-  if (bad >= 0) throw_mismatched_calls(c, bad, expand(head(slot(bad, n)).call), 0, expand(low.call));
+  if (bad >= 0) throw_mismatched_calls(c, bad, expand(head(slot(bad, n)).call), low, expand(head(slot(low, n)).call));
+}
+
+bool SlotChannel::all_agree(uint64_t n) const {
+  const SlotHead& own = head(slot(rank_, n));
+  for (int q = 0; q < size_; ++q) {
+    const SlotHead& theirs = head(slot(q, n));
+    if (theirs.state != SlotState::kCall || std::memcmp(&theirs.call, &own.call, sizeof own.call) != 0) return false;
+  }
+  return true;
+}
+
+void SlotChannel::settle(const Context& c, const CallDescriptor* mine) {
+  pending_ = false;
+  const uint64_t m = exchanges_;
+  wait_all(c, m, pending_seq_);
+  if (!pending_checked_ || all_agree(m)) return;
+  // The check's error is named after the call it checks: its number and its algorithm.
+  Context past(c.args, c.view, c.deadline, pending_seq_, pending_what_, c.chunk_bytes);
+  try {
+    verdict(past, m, /*late_notices=*/false);
+  } catch (const InvalidUsageError& e) {
+    // This rank returned from call m as if it were right. It cannot run this call now: it tells the ranks that
+    // read its part of it, in place of its data, and checks this exchange at its next one (notices aside).
+    const std::string reason =
+        fmt::format("it learned only at this call that its previous call (#{} of this group) failed the call check, "
+                    "after it had returned from it: {}",
+                    pending_seq_, e.what());
+    const uint64_t n = ++exchanges_;
+    publish(n, static_cast<uint8_t>(SlotState::kLateNotice), mine, reason.data(), std::min(reason.size(), kSlotBytes));
+    pending_ = true;
+    pending_checked_ = mine != nullptr;
+    pending_seq_ = c.seq;
+    pending_what_ = c.what;
+    throw InvalidUsageError(fmt::format(
+        "{}: call #{} of this group did not run: this rank learned only at this call that its previous call (#{}) "
+        "failed the call check, after it had returned from it (its part only sent, or read the root's alone): {}; "
+        "the ranks that read this rank's part of call #{} fail it too (docs/errors.md)",
+        c.what, c.seq, past.seq, e.what(), c.seq));
+  }
+}
+
+void SlotChannel::settle_quietly(const GroupView& view, const Deadline& deadline) noexcept {
+  if (!pending_) return;
+  try {
+    if (view.mesh && view.mesh->poisoned()) return;  // the group failed: nothing to check against
+    Args none;
+    none.coll = Collective::kBarrier;
+    Context c(none, view, deadline, pending_seq_, pending_what_, 0);
+    pending_ = false;
+    wait_all(c, exchanges_, pending_seq_);
+    if (pending_checked_) verdict(c, exchanges_, /*late_notices=*/false);
+  } catch (const std::exception& e) {
+    DCOMM_WARN("the process group's last call, checked as the group is destroyed: {}", e.what());
+  } catch (...) {
+  }
+}
+
+void SlotChannel::exchange(const Context& c, const CallDescriptor* mine, std::string_view invalid, const void* data,
+                           std::size_t bytes, int reads) {
+  if (bytes > kSlotBytes) {
+    throw Error(ErrorCode::kInternal,
+                fmt::format("{}: {} do not fit a shared-memory slot ({} at most)", c.what, format_bytes(bytes),
+                            format_bytes(kSlotBytes)));
+  }
+  if (pending_) settle(c, mine);
+  const uint64_t n = ++exchanges_;
+  if (!invalid.empty()) {
+    publish(n, static_cast<uint8_t>(SlotState::kInvalid), mine, invalid.data(), std::min(invalid.size(), kMaxReasonBytes));
+    reads = kReadAll;  // it throws the check's error, as every rank that reads it does
+  } else {
+    publish(n, static_cast<uint8_t>(mine != nullptr ? SlotState::kCall : SlotState::kNoCall), mine, data, bytes);
+  }
+  if (reads >= 0 && size_ == 2) reads = kReadAll;  // the one other rank: seen in full
+  if (reads == kReadAll) {
+    wait_all(c, n, c.seq);
+    if (mine != nullptr && !all_agree(n)) verdict(c, n, /*late_notices=*/true);
+    return;
+  }
+  if (reads >= 0) {
+    Awaited awaited{&head(slot(reads, n)), n, reads, c.seq};
+    if (!flag_set(&awaited)) {
+      c.view.mesh->wait_until(flag_set, describe, &awaited, world_rank(c.view, reads), c.deadline, c.what);
+    }
+    const SlotHead& theirs = head(slot(reads, n));
+    if (mine != nullptr && (theirs.state != SlotState::kCall || !(theirs.call == head(slot(rank_, n)).call))) {
+      // Never its data: every rank's call, and the check's error.
+      wait_all(c, n, c.seq);
+      verdict(c, n, /*late_notices=*/true);
+      throw Error(ErrorCode::kInternal, fmt::format("{}: rank {}'s call differs from this rank's, yet the call check "
+                                                    "passed (call #{})", c.what, reads, c.seq));
+    }
+  }
+  pending_ = true;
+  pending_checked_ = mine != nullptr;
+  pending_seq_ = c.seq;
+  pending_what_ = c.what;
 }
 
 const char* SlotChannel::data(const Context& c, int q, std::size_t expected) const {
   const char* s = slot(q, exchanges_);
-  if (head(s).bytes != expected || head(s).state == SlotState::kInvalid) {
+  if (head(s).bytes != expected || head(s).state == SlotState::kInvalid || head(s).state == SlotState::kLateNotice) {
     throw InvalidUsageError(fmt::format("{}: rank {} published {} in its shared-memory slot where {} were expected; the "
                                         "ranks' calls disagree on the count or dtype - check that every rank passes "
                                         "matching arguments (DCOMM_CHECK_CALLS=1 names the rank)",

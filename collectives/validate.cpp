@@ -25,7 +25,7 @@ class Checker {
   }
   void buffer(const char* name, const Buffer& b) const {
     if (b.data == nullptr && b.count > 0) fail(name, fmt::format("is null but its count is {}", b.count));
-    fits(name, b.count, b.dtype, 1, "");
+    fits(name, b.count, b.dtype, 1);
     if (!device_supported(b.device)) {
       fail(name, fmt::format("is on {}, which this build cannot reduce or stage (built without the CUDA "
                              "reductions); pass host memory",
@@ -41,20 +41,21 @@ class Checker {
   }
   // `count` elements of `dtype`, `times` over (the P blocks a gather or scatter moves), must not overflow a byte
   // size: 2^62 + 2 float32 would wrap to 8 bytes and pass every later check.
-  void fits(const char* name, std::size_t count, DType dtype, std::size_t times, const char* blocks) const {
+  void fits(const char* name, std::size_t count, DType dtype, std::size_t times) const {
     if (bytes_fit(count, dtype_size(dtype), times)) return;
     fail(name, fmt::format("count {}{} of {} is {:.4g} bytes, more than the {} bytes a call can address (the byte "
                            "size overflows); check the count",
-                           count, blocks, to_string(dtype),
+                           count, times > 1 ? fmt::format(" x {} ranks", times) : "", to_string(dtype),
                            static_cast<long double>(count) * static_cast<long double>(times) *
                                static_cast<long double>(dtype_size(dtype)),
                            kMaxCallBytes));
   }
   // The P blocks of `count` elements each that a gather, scatter or their all- and reduce- forms move.
   void blocks_fit(const char* name, std::size_t count, DType dtype) const {
-    fits(name, count, dtype, static_cast<std::size_t>(p_), fmt::format(" x {} ranks", p_).c_str());
+    fits(name, count, dtype, static_cast<std::size_t>(p_));
   }
-  void count_is(const char* name, std::size_t have, std::size_t want, const std::string& why) const {
+  // `why` is a literal: a std::string here cost an allocation on every call of the fast path.
+  void count_is(const char* name, std::size_t have, std::size_t want, const char* why) const {
     if (have != want) fail(name, fmt::format("has count {} but must have {} ({})", have, want, why));
   }
   void vector(const char* name, const std::vector<std::size_t>& counts, const std::vector<std::size_t>& displs,
@@ -92,20 +93,6 @@ bool rooted(Collective c) {
 }
 
 }  // namespace
-
-bool is_reducing(Collective c) {
-  return c == Collective::kAllReduce || c == Collective::kReduce || c == Collective::kReduceScatter;
-}
-
-bool bytes_fit(std::size_t count, std::size_t esize, std::size_t times) {
-  if (esize == 0 || times == 0) return true;
-  return count <= kMaxCallBytes / esize / times;
-}
-
-bool moves_nothing(const Args& a) {
-  if (a.vector_variant || a.coll == Collective::kBarrier) return false;
-  return (a.coll == Collective::kScatter || a.coll == Collective::kReduceScatter ? a.recv.count : a.send.count) == 0;
-}
 
 namespace {
 

@@ -19,12 +19,22 @@ std::string call_problem(const Args& args, const GroupView& view);
 /// ptrdiff_t, so a count whose byte size overflows is refused instead of wrapping to a small size.
 inline constexpr std::size_t kMaxCallBytes = static_cast<std::size_t>(PTRDIFF_MAX);
 /// Whether `count` elements of `esize` bytes, `times` over, stay within kMaxCallBytes (no overflow on the way).
-bool bytes_fit(std::size_t count, std::size_t esize, std::size_t times = 1);
+/// Inline, like the two below: every call takes them, several times.
+inline bool bytes_fit(std::size_t count, std::size_t esize, std::size_t times = 1) {
+  std::size_t bytes = 0;
+  return !__builtin_mul_overflow(count, esize, &bytes) && !__builtin_mul_overflow(bytes, times, &bytes) &&
+         bytes <= kMaxCallBytes;
+}
 
 /// Whether the collective combines values (all_reduce, reduce, reduce_scatter).
-bool is_reducing(Collective c);
+inline bool is_reducing(Collective c) {
+  return c == Collective::kAllReduce || c == Collective::kReduce || c == Collective::kReduceScatter;
+}
 /// Whether the call moves no data on any rank (count 0 in a regular collective other than barrier); every
 /// rank agrees once the call check has passed.
-bool moves_nothing(const Args& args);
+inline bool moves_nothing(const Args& a) {
+  if (a.vector_variant || a.coll == Collective::kBarrier) return false;
+  return (a.coll == Collective::kScatter || a.coll == Collective::kReduceScatter ? a.recv.count : a.send.count) == 0;
+}
 
 }  // namespace dcomm::coll

@@ -4,22 +4,6 @@
 
 namespace dcomm {
 
-std::size_t dtype_size(DType t) noexcept {
-  switch (t) {
-    case DType::kInt8:
-    case DType::kUInt8: return 1;
-    case DType::kFloat16:
-    case DType::kBFloat16: return 2;
-    case DType::kInt32:
-    case DType::kUInt32:
-    case DType::kFloat32: return 4;
-    case DType::kInt64:
-    case DType::kUInt64:
-    case DType::kFloat64: return 8;
-  }
-  return 1;
-}
-
 bool dtype_is_float(DType t) noexcept {
   return t == DType::kFloat16 || t == DType::kBFloat16 || t == DType::kFloat32 || t == DType::kFloat64;
 }

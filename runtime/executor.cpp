@@ -27,32 +27,42 @@ void Executor::run_one(Item& item) noexcept {
   }
 }
 
+bool Executor::claim() noexcept {
+  bool idle = false;
+  return running_.compare_exchange_strong(idle, true);
+}
+
+void Executor::release() {
+  running_.store(false);
+  // The worker checks running_ under the lock before it sleeps: taking the lock to notify cannot miss it.
+  if (queued_.load() != 0) {
+    std::lock_guard<std::mutex> lock(mu_);
+    cv_.notify_all();
+  }
+}
+
 bool Executor::try_enter_inline() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!queue_.empty() || running_) return false;
-  running_ = true;
+  if (queued_.load() != 0 || !claim()) return false;
+  // A task queued between the first look and the claim goes first: back off.
+  if (queued_.load() != 0) {
+    release();
+    return false;
+  }
   return true;
 }
 
-void Executor::leave_inline() {
-  std::lock_guard<std::mutex> lock(mu_);
-  running_ = false;
-  if (!queue_.empty()) cv_.notify_all();
-}
+void Executor::leave_inline() { release(); }
 
 void Executor::submit(const std::shared_ptr<CollectiveWork>& work, Task task, bool async) {
-  std::unique_lock<std::mutex> lock(mu_);
-  if (!async && queue_.empty() && !running_) {
-    running_ = true;
-    lock.unlock();
+  if (!async && try_enter_inline()) {
     Item item{work, std::move(task)};
     run_one(item);
-    lock.lock();
-    running_ = false;
-    if (!queue_.empty()) cv_.notify_all();
+    release();
     return;
   }
+  std::unique_lock<std::mutex> lock(mu_);
   queue_.push_back(Item{work, std::move(task)});
+  queued_.store(queue_.size());
   if (!worker_.joinable()) worker_ = std::thread([this] { worker_loop(); });
   cv_.notify_all();
   lock.unlock();
@@ -72,16 +82,16 @@ void Executor::submit(const std::shared_ptr<CollectiveWork>& work, Task task, bo
 void Executor::worker_loop() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    cv_.wait(lock, [this] { return stopping_ || (!queue_.empty() && !running_); });
+    cv_.wait(lock, [this] { return stopping_ || (!queue_.empty() && !running_.load()); });
     if (stopping_) return;
+    if (!claim()) continue;  // an inline call took it first; it wakes this loop when it is done
     Item item = std::move(queue_.front());
     queue_.pop_front();
-    running_ = true;
+    queued_.store(queue_.size());
     lock.unlock();
     run_one(item);
+    release();
     lock.lock();
-    running_ = false;
-    cv_.notify_all();
   }
 }
 
@@ -90,6 +100,7 @@ void Executor::fail_pending(std::exception_ptr cause) noexcept {
   {
     std::lock_guard<std::mutex> lock(mu_);
     dropped.swap(queue_);
+    queued_.store(0);
   }
   for (Item& item : dropped) item.work->finish(cause);
 }

@@ -3,6 +3,7 @@
 // ahead of it runs on the caller's thread (no hand-off, so small collectives pay no thread wake-up); everything
 // else queues for the group's worker thread, started on first use.
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -41,10 +42,18 @@ class Executor {
   void run_one(Item& item) noexcept;
   void worker_loop();
 
+  /// Takes running_ for the caller; false when another task holds it.
+  bool claim() noexcept;
+  /// Gives running_ back and wakes the worker when tasks wait.
+  void release();
+
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Item> queue_;
-  bool running_ = false;  // a task is executing, inline or on the worker
+  // A task is executing, inline or on the worker. Atomic, with queued_ beside it, so that the inline path of a
+  // small blocking call takes no lock: a claim, a check that nothing is queued, and a release.
+  std::atomic<bool> running_{false};
+  std::atomic<std::size_t> queued_{0};  // queue_.size(), readable without the lock
   bool stopping_ = false;
   std::thread worker_;
 };

@@ -1,8 +1,9 @@
 #pragma once
 // The flight recorder: per group, the last N collectives this rank ran (sequence number, collective, algorithm,
 // dtype, count, root, state, start and end), always on. Recording costs two uncontended spin-lock pairs, two
-// clock reads and a few stores per call; nothing is formatted until someone asks. A rank is asked (runtime/hang_report.hpp) when a
-// peer's collective times out, and dumps at exit when DCOMM_FLIGHT_RECORDER_DUMP names a file or "stderr".
+// coarse clock reads (CLOCK_MONOTONIC_COARSE: to a few ms) and a few stores per call; nothing is formatted until
+// someone asks. A rank is asked (runtime/hang_report.hpp) when a peer's collective times out, and dumps at exit
+// when DCOMM_FLIGHT_RECORDER_DUMP names a file or "stderr".
 // The dump formats (text and JSON) are in docs/errors.md. Anchors: torch's flight recorder, NCCL's RAS.
 
 #include <atomic>

@@ -21,8 +21,8 @@ ProcessGroupImpl::ProcessGroupImpl(std::shared_ptr<World> world, coll::GroupView
       // A device-side wait outlives the collective's own timeout by a margin, so it gives up only when the
       // collective is certainly over.
       streams_(world_->timeout == kNoTimeout ? kNoTimeout : world_->timeout + std::chrono::seconds(10)) {
-  world_to_group_.assign(static_cast<std::size_t>(world_->identity.world_size), -1);
-  for (int g = 0; g < view_.size; ++g) world_to_group_[static_cast<std::size_t>(view_.world_ranks[g])] = g;
+  world_to_group_ = std::make_shared<std::vector<int>>(static_cast<std::size_t>(world_->identity.world_size), -1);
+  for (int g = 0; g < view_.size; ++g) (*world_to_group_)[static_cast<std::size_t>(view_.world_ranks[g])] = g;
   recorder_ = world_->recorders->add(view_.context, view_.world_ranks);
   engine_ = coll::Engine::create(view_);
 }
@@ -122,18 +122,24 @@ WorkPtr ProcessGroupImpl::post_p2p(bool is_send, const Buffer& buf, int peer, in
   b.device = call_device(op, {{op, &buf}});
   check_usable(op);
   Duration timeout = opts.timeout == kDefaultTimeout ? world_->timeout : opts.timeout;
-  // Concatenated rather than formatted: this runs on every message.
-  std::string what = std::string(is_send ? "send to " : "recv from ") +
-                     (peer == kAnySource ? std::string("any rank") : "rank " + std::to_string(peer)) + " (tag " +
-                     std::to_string(tag) + ") " + label_;
+  // Put together in a fixed buffer: this runs on every message, where a string cost allocations and fmt's parsing
+  // a thousand instructions.
+  P2PWork::What what;
+  what.append(is_send ? "send to " : "recv from ");
+  if (peer == kAnySource) {
+    what.append("any rank");
+  } else {
+    what.append("rank ").append(peer);
+  }
+  what.append(" (tag ").append(tag).append(") ").append(label_);
   // Device buffers: the work the caller queued on its stream before this call must be over before a transport
   // touches the buffer. Point-to-point calls wait for it on the host (collectives do so on the group's worker).
-  if (!b.device.is_host()) wait_stream_work(b.device, opts.stream, Deadline::after(timeout), what);
+  if (!b.device.is_host()) wait_stream_work(b.device, opts.stream, Deadline::after(timeout), what.view());
   uint64_t wire_tag = transport::p2p_tag(view_.context, static_cast<uint64_t>(tag));
   int world_peer = peer == kAnySource ? kAnySource : view_.world_ranks[static_cast<std::size_t>(peer)];
   auto request = is_send ? world_->mesh->isend(world_peer, wire_tag, b.data, b.bytes(), b.device)
                          : world_->mesh->irecv(world_peer, wire_tag, b.data, b.bytes(), b.device);
-  auto work = std::make_shared<P2PWork>(world_->mesh, std::move(request), std::move(what), Deadline::after(timeout),
+  auto work = std::make_shared<P2PWork>(world_->mesh, std::move(request), what, Deadline::after(timeout),
                                         world_->timeout, world_to_group_);
   if (!opts.async_op) work->wait(kDefaultTimeout);
   return work;

@@ -78,11 +78,11 @@ void CollectiveWork::finish(std::exception_ptr error) noexcept {
   cv_.notify_all();
 }
 
-P2PWork::P2PWork(std::shared_ptr<transport::Mesh> mesh, transport::RequestPtr request, std::string what,
-                 Deadline deadline, Duration group_timeout, std::vector<int> world_to_group)
+P2PWork::P2PWork(std::shared_ptr<transport::Mesh> mesh, transport::RequestPtr request, const What& what,
+                 Deadline deadline, Duration group_timeout, std::shared_ptr<const std::vector<int>> world_to_group)
     : mesh_(std::move(mesh)),
       request_(std::move(request)),
-      what_(std::move(what)),
+      what_(what),
       deadline_(deadline),
       group_timeout_(group_timeout),
       world_to_group_(std::move(world_to_group)) {}
@@ -105,7 +105,7 @@ bool P2PWork::wait(Duration timeout) {
   Deadline bound = timeout == kDefaultTimeout ? deadline_ : Deadline::after(timeout);
   if (deadline_.at() < bound.at()) bound = deadline_;
   try {
-    mesh_->wait(*request_, bound, what_);
+    mesh_->wait(*request_, bound, what());
   } catch (const TimeoutError&) {
     // A caller-chosen bound that ran out leaves the request posted: it may still complete.
     if (bound.at() != deadline_.at()) throw;
@@ -116,7 +116,7 @@ bool P2PWork::wait(Duration timeout) {
     throw;
   }
   if (request_->cancelled) {
-    error_ = std::make_exception_ptr(AbortedError(what_ + ": aborted before a message matched"));
+    error_ = std::make_exception_ptr(AbortedError(std::string(what()) + ": aborted before a message matched"));
     std::rethrow_exception(error_);
   }
   return true;
@@ -134,7 +134,7 @@ void P2PWork::abort() noexcept {
       mesh_->cancel(*request_);
     } else if (!request_->op->done()) {
       // A send cannot be withdrawn once the peer may be reading it; aborting it aborts the group, as in NCCL.
-      mesh_->poison(std::make_exception_ptr(AbortedError(what_ + ": aborted by the caller while in flight")));
+      mesh_->poison(std::make_exception_ptr(AbortedError(std::string(what()) + ": aborted by the caller while in flight")));
     }
   } catch (...) {
     // abort() never throws.
@@ -143,8 +143,8 @@ void P2PWork::abort() noexcept {
 
 int P2PWork::source() const {
   int s = request_->source;
-  if (s < 0 || world_to_group_.empty()) return s;
-  return world_to_group_[static_cast<std::size_t>(s)];
+  if (s < 0 || !world_to_group_) return s;
+  return (*world_to_group_)[static_cast<std::size_t>(s)];
 }
 
 std::size_t P2PWork::bytes() const {

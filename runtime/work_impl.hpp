@@ -2,11 +2,15 @@
 // The two kinds of Work handle: a collective queued on the group's executor (completed by whichever thread runs
 // it), and a point-to-point request that lives in the mesh (completed by driving the mesh's progress).
 
+#include <algorithm>
+#include <charconv>
 #include <condition_variable>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 
 #include <dcomm/work.hpp>
 
@@ -53,8 +57,32 @@ WorkPtr completed_work();
 /// A point-to-point handle over a mesh request.
 class P2PWork : public Work {
  public:
-  P2PWork(std::shared_ptr<transport::Mesh> mesh, transport::RequestPtr request, std::string what, Deadline deadline,
-          Duration group_timeout, std::vector<int> world_to_group);
+  /// What the handle is, for errors ("recv from rank 3 (tag 7) rank 1/4 of group 2"), put together without an
+  /// allocation (one per message shows in small-message latency); past kBytes it is cut.
+  class What {
+   public:
+    static constexpr std::size_t kBytes = 120;
+    What& append(std::string_view s) {
+      const std::size_t n = std::min(s.size(), kBytes - size_);
+      std::memcpy(text_ + size_, s.data(), n);
+      size_ += n;
+      return *this;
+    }
+    What& append(int v) {
+      char digits[16];
+      const auto end = std::to_chars(digits, digits + sizeof digits, v).ptr;
+      return append(std::string_view(digits, static_cast<std::size_t>(end - digits)));
+    }
+    std::string_view view() const { return {text_, size_}; }
+
+   private:
+    char text_[kBytes];
+    std::size_t size_ = 0;
+  };
+
+  /// `world_to_group`: group rank of each world rank, or null on the world group.
+  P2PWork(std::shared_ptr<transport::Mesh> mesh, transport::RequestPtr request, const What& what, Deadline deadline,
+          Duration group_timeout, std::shared_ptr<const std::vector<int>> world_to_group);
 
   bool is_completed() override;
   bool wait(Duration timeout) override;
@@ -66,10 +94,12 @@ class P2PWork : public Work {
  private:
   std::shared_ptr<transport::Mesh> mesh_;
   transport::RequestPtr request_;
-  std::string what_;
+  std::string_view what() const { return what_.view(); }
+
+  What what_;
   Deadline deadline_;
   Duration group_timeout_;
-  std::vector<int> world_to_group_;  // empty: the world group (identity map)
+  std::shared_ptr<const std::vector<int>> world_to_group_;
   std::mutex mu_;
   std::exception_ptr error_;
 };

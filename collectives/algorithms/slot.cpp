@@ -25,16 +25,17 @@ namespace dcomm::coll {
 
 namespace {
 
-// The bytes rank `rank` publishes for the call, as every rank can compute it.
+// The bytes rank `rank` publishes for the call, as every rank can compute it (-1: the most any rank publishes).
 std::size_t published_bytes(const Args& a, int size, int rank) {
   switch (a.coll) {
     case Collective::kAllReduce:
-    case Collective::kReduce:
     case Collective::kAllGather:
-    case Collective::kGather:
     case Collective::kReduceScatter:
     case Collective::kAllToAll:
       return a.send.bytes();
+    case Collective::kReduce:
+    case Collective::kGather:
+      return rank == a.root ? 0 : a.send.bytes();  // the root reads, nobody reads it
     case Collective::kBroadcast:
       return rank == a.root ? a.send.bytes() : 0;
     case Collective::kScatter:
@@ -50,6 +51,21 @@ std::size_t published_bytes(const Args& a, int size, int rank) {
 bool slots_take(const Args& a, const GroupView& view) {
   return view.slots != nullptr && !a.vector_variant && a.send.device.is_host() && a.recv.device.is_host() &&
          published_bytes(a, view.size, a.root) <= kSlotBytes && published_bytes(a, view.size, -1) <= kSlotBytes;
+}
+
+// Whose slots this rank reads (SlotChannel::exchange): a rooted call's side that only sends reads none and returns
+// once published; broadcast's and scatter's other ranks read the root's alone; everything else reads every slot.
+int slots_read(const Args& a, int rank) {
+  switch (a.coll) {
+    case Collective::kBroadcast:
+    case Collective::kScatter:
+      return rank == a.root ? SlotChannel::kReadNone : a.root;
+    case Collective::kReduce:
+    case Collective::kGather:
+      return rank == a.root ? SlotChannel::kReadAll : SlotChannel::kReadNone;
+    default:
+      return SlotChannel::kReadAll;
+  }
 }
 
 const Algorithm& slot_fallback(Collective c) {
@@ -74,6 +90,16 @@ void combine(const Context& c, SlotChannel& s, std::size_t bytes, std::size_t fi
   for (int q = 1; q < c.size(); ++q) c.reduce(out, c.at(s.data(c, q, bytes), first), count);
 }
 
+// reduce's root: the others' inputs from their slots, its own from `work` (it publishes none), in rank order.
+void combine_at_root(const Context& c, SlotChannel& s, std::size_t bytes) {
+  if (bytes == 0) return;
+  alignas(64) char own[kSlotBytes];
+  std::memcpy(own, c.work, bytes);
+  const int r = c.rank();
+  std::memcpy(c.work, r == 0 ? own : s.data(c, 0, bytes), bytes);
+  for (int q = 1; q < c.size(); ++q) c.reduce(c.work, q == r ? own : s.data(c, q, bytes), c.work_count);
+}
+
 void run_slot(Context& c) {
   const Args& a = c.args;
   if (!slots_take(a, c.view)) {  // one rank, several nodes, device memory, or too large
@@ -88,12 +114,12 @@ void run_slot(Context& c) {
   // Reducing calls publish the engine's work buffer (the input, pre-scaled for premul_sum).
   const void* out = reducing ? c.work : a.send.data;
   const std::size_t mine = published_bytes(a, p, r);
-  s.exchange(c, c.call, {}, out, mine);
+  s.exchange(c, c.call, {}, out, mine, slots_read(a, r));
   switch (a.coll) {
     case Collective::kAllReduce:
       return combine(c, s, mine, 0, c.work_count, c.work);
     case Collective::kReduce:
-      if (r == a.root) combine(c, s, mine, 0, c.work_count, c.work);
+      if (r == a.root) combine_at_root(c, s, a.send.bytes());
       return;
     case Collective::kReduceScatter: {
       const std::size_t block = a.recv.count;
@@ -112,8 +138,13 @@ void run_slot(Context& c) {
     case Collective::kGather: {
       if (a.coll == Collective::kGather && r != a.root) return;
       const std::size_t block = a.send.bytes();
+      auto* to = static_cast<char*>(a.recv.data);
+      // gather's root publishes nothing: its own block comes from its input, first (the input may lie in the output).
+      const bool own_first = a.coll == Collective::kGather;
+      if (own_first) std::memmove(to + static_cast<std::size_t>(r) * block, a.send.data, block);
       for (int q = 0; q < p; ++q) {
-        std::memmove(static_cast<char*>(a.recv.data) + static_cast<std::size_t>(q) * block, s.data(c, q, block), block);
+        if (own_first && q == r) continue;
+        std::memmove(to + static_cast<std::size_t>(q) * block, s.data(c, q, block), block);
       }
       return;
     }

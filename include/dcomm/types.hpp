@@ -17,7 +17,22 @@ inline constexpr DType kAllDTypes[] = {DType::kInt8,    DType::kUInt8,    DType:
                                        DType::kInt64,   DType::kUInt64,   DType::kFloat16, DType::kBFloat16,
                                        DType::kFloat32, DType::kFloat64};
 
-std::size_t dtype_size(DType t) noexcept;
+/// Bytes per element. Inline: every call's size checks and byte counts take it.
+inline std::size_t dtype_size(DType t) noexcept {
+  switch (t) {
+    case DType::kInt8:
+    case DType::kUInt8: return 1;
+    case DType::kFloat16:
+    case DType::kBFloat16: return 2;
+    case DType::kInt32:
+    case DType::kUInt32:
+    case DType::kFloat32: return 4;
+    case DType::kInt64:
+    case DType::kUInt64:
+    case DType::kFloat64: return 8;
+  }
+  return 1;
+}
 bool dtype_is_float(DType t) noexcept;
 const char* to_string(DType t) noexcept;     ///< "float32", "bfloat16", ...
 bool parse_dtype(const std::string& name, DType* out) noexcept;

@@ -10,22 +10,16 @@
 #include <functional>
 #include <set>
 
+#include "tests/runtime/ranks.hpp"
+
 namespace dcomm::test {
 
 namespace {
 
 constexpr std::size_t kBlock = 5;  // elements per rank's block: odd, so no size lines up with another by chance
 
-// A value that differs on every (rank, index) and call, never zero.
-double value(int rank, std::size_t i, int salt) {
-  return 1.0 + rank * 1000.0 + static_cast<double>(i) * 0.25 + salt * 0.0625;
-}
-
-std::vector<double> values(int rank, std::size_t n, int salt) {
-  std::vector<double> v(n);
-  for (std::size_t i = 0; i < n; ++i) v[i] = value(rank, i, salt);
-  return v;
-}
+double value(int rank, std::size_t i, int salt) { return salted_value(rank, i, salt); }
+std::vector<double> values(int rank, std::size_t n, int salt) { return salted_values(rank, n, salt); }
 
 // One call's buffers and what a valid call would leave in `out` on this rank (empty: no output here).
 struct Call {
@@ -203,39 +197,82 @@ int overcommit_mode() {
 
 std::string describe(const Error& e) { return fmt::format("{}: {}", to_string(e.code()), e.what()); }
 
-// The call after a failed one must pair with the other ranks' call after it and give the right sum.
-void check_next_call(ProcessGroup& pg, const std::function<WorkPtr()>& issue, std::vector<double>& x, int salt,
-                     const std::string& label, std::vector<std::string>& failures) {
+// Whether `w` is the check's error for the bad call: it names rank `bad` and the mistake.
+bool names_bad_call(const std::string& w, const BadCall& b, int bad) {
+  return w.find(fmt::format("invalid on rank {}:", bad)) != std::string::npos && w.find(b.reason) != std::string::npos;
+}
+
+// The error of a call that did not run because a rank learned only then that the bad call failed (a rooted call's
+// side that only sends returns before seeing every call: docs/errors.md).
+bool is_late_notice(const std::string& w, const BadCall& b, int bad) {
+  return w.find("learned only at this call") != std::string::npos && names_bad_call(w, b, bad);
+}
+
+// The call after a failed one must pair with the other ranks' call after it and give the right sum. `late`: this
+// rank returned from the bad call before seeing every call, so this call must fail with the bad call's error;
+// otherwise it may fail so (a rank that returned early tells the others in its part of it), once. Then the next
+// call must be right.
+void check_next_call(ProcessGroup& pg, const std::function<WorkPtr()>& issue, const std::function<WorkPtr()>& again,
+                     std::vector<double>& x, int salt, const BadCall& b, int bad, bool late, const std::string& label,
+                     std::vector<std::string>& failures) {
   try {
     issue()->wait();
-    for (std::size_t i = 0; i < x.size(); ++i) {
-      double want = 0;
-      for (int q = 0; q < pg.size(); ++q) want += value(q, i, salt);
-      if (x[i] != want) {
-        failures.push_back(fmt::format("{}: the next all_reduce gave {} at element {} where {} is right; the calls "
-                                       "pair out of step",
-                                       label, x[i], i, want));
-        return;
-      }
+    if (late) {
+      failures.push_back(fmt::format("{}: returned success from the bad call and never learned that it failed: the "
+                                     "next all_reduce succeeded too",
+                                     label));
+      return;
+    }
+  } catch (const InvalidUsageError& e) {
+    if (!is_late_notice(e.what(), b, bad)) {
+      failures.push_back(fmt::format("{}: the next all_reduce failed, but not as a late notice of rank {}'s bad call: "
+                                     "{}",
+                                     label, bad, describe(e)));
+      return;
+    }
+    try {
+      again()->wait();
+    } catch (const Error& e2) {
+      failures.push_back(fmt::format("{}: the all_reduce after the late notice failed: {}", label, describe(e2)));
+      return;
     }
   } catch (const Error& e) {
     failures.push_back(fmt::format("{}: the next all_reduce failed: {}", label, describe(e)));
+    return;
+  }
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    double want = 0;
+    for (int q = 0; q < pg.size(); ++q) want += value(q, i, salt);
+    if (x[i] != want) {
+      failures.push_back(fmt::format("{}: the next all_reduce gave {} at element {} where {} is right; the calls "
+                                     "pair out of step",
+                                     label, x[i], i, want));
+      return;
+    }
   }
 }
 
-// What the bad call did on this rank.
-void judge(const BadCall& b, int bad, const Call& c, const std::function<void()>& wait, const std::string& label,
+// The call after a failed one, for the cases where no late notice may come.
+void check_next_call(ProcessGroup& pg, const std::function<WorkPtr()>& issue, std::vector<double>& x, int salt,
+                     const std::string& label, std::vector<std::string>& failures) {
+  static const BadCall none{"", "\x01never", false, false, nullptr};
+  check_next_call(pg, issue, issue, x, salt, none, -1, false, label, failures);
+}
+
+// What the bad call did on this rank: true when it failed naming the bad rank; false when it returned (allowed for
+// a rooted call with the right data: the next call must then fail, check_next_call); or a recorded failure.
+bool judge(const BadCall& b, int bad, const Call& c, const std::function<void()>& wait, const std::string& label,
            std::vector<std::string>& failures) {
   try {
     wait();
     bool right = c.expect.empty() || std::equal(c.expect.begin(), c.expect.end(), c.out().begin());
+    if (right && b.rooted) return false;
     failures.push_back(fmt::format("{}: returned success{}", label,
                                    right ? " although rank " + std::to_string(bad) + "'s call was invalid"
                                          : " with data that differs from the serial reference (a silent wrong answer)"));
   } catch (const InvalidUsageError& e) {
     std::string w = e.what();
-    std::string names = fmt::format("invalid on rank {}:", bad);
-    if (w.find(names) == std::string::npos || w.find(b.reason) == std::string::npos) {
+    if (!names_bad_call(w, b, bad)) {
       failures.push_back(fmt::format("{}: the error does not name rank {} and '{}': {}", label, bad, b.reason, w));
     }
   } catch (const Error& e) {
@@ -243,6 +280,7 @@ void judge(const BadCall& b, int bad, const Call& c, const std::function<void()>
   } catch (const std::exception& e) {
     failures.push_back(fmt::format("{}: raised a non-dcomm exception: {}", label, e.what()));
   }
+  return true;
 }
 
 }  // namespace
@@ -268,17 +306,27 @@ int check_invalid_calls(ProcessGroup& pg, std::vector<std::string>& failures, co
         // The same size as most bad calls, so that a next call paired out of step passes as a silent wrong answer.
         std::vector<double> next = values(pg.rank(), kBlock, salt);
         WorkPtr next_work;
+        std::string next_failed;  // a blocking next call that threw (after a bad call that returned)
         // The bad call may throw at once (a blocking call) or through its handle (async).
-        judge(b, bad, c,
-              [&] {
-                work = b.issue(pg, bad, root, o, c, salt);
-                next_work = pg.all_reduce(Buffer(next), ReduceOp::kSum, next_o);
-                work->wait();
-              },
-              label, failures);
+        const bool failed = judge(b, bad, c,
+                                  [&] {
+                                    work = b.issue(pg, bad, root, o, c, salt);
+                                    try {
+                                      next_work = pg.all_reduce(Buffer(next), ReduceOp::kSum, next_o);
+                                    } catch (const InvalidUsageError& e) {
+                                      next_failed = e.what();
+                                    }
+                                    work->wait();
+                                  },
+                                  label, failures);
+        auto again = [&] { return pg.all_reduce(Buffer(next), ReduceOp::kSum, next_o); };
         check_next_call(
-            pg, [&] { return next_work ? next_work : pg.all_reduce(Buffer(next), ReduceOp::kSum, next_o); }, next, salt,
-            label, failures);
+            pg,
+            [&] {
+              if (!next_failed.empty()) throw InvalidUsageError(next_failed);
+              return next_work ? next_work : again();
+            },
+            again, next, salt, b, bad, !failed, label, failures);
         ++tried;
       }
     }

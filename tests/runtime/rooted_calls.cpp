@@ -1,0 +1,283 @@
+// Rooted small calls through the slots: eager return, flow control, mismatches (rooted_calls.hpp).
+
+#include "tests/runtime/rooted_calls.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <set>
+
+#include "tests/runtime/ranks.hpp"
+#include <thread>
+
+namespace dcomm::test {
+
+namespace {
+
+constexpr auto kCallTimeout = std::chrono::seconds(20);
+constexpr auto kStoreWait = std::chrono::seconds(30);
+
+double value(int rank, std::size_t i, int salt) { return salted_value(rank, i, salt); }
+std::vector<double> values(int rank, std::size_t n, int salt) { return salted_values(rank, n, salt); }
+
+// One call as one rank makes it.
+struct Call {
+  Collective coll = Collective::kBroadcast;
+  int root = 0;
+  std::size_t count = 1;  // elements per rank's block
+  ReduceOp op = ReduceOp::kSum;
+};
+
+// One rank's buffers and what its output must hold afterwards (empty: no output on this rank).
+struct Bufs {
+  std::vector<double> send, recv, expect;
+  bool out_is_send = false;
+  const std::vector<double>& out() const { return out_is_send ? send : recv; }
+};
+
+// Whether this rank's part of `c` only sends (slots.hpp: it returns once its data is published).
+bool sends_only(const Call& c, int rank) {
+  if (c.coll == Collective::kBroadcast || c.coll == Collective::kScatter) return rank == c.root;
+  return rank != c.root;
+}
+
+// Issues `c` on this rank (blocking) after filling its buffers and its expected output for call `salt`.
+void run_call(ProcessGroup& pg, const Call& c, int salt, Bufs& b) {
+  const int p = pg.size(), r = pg.rank();
+  const auto P = static_cast<std::size_t>(p);
+  CollectiveOptions o;
+  o.timeout = kCallTimeout;
+  b = Bufs{};
+  switch (c.coll) {
+    case Collective::kBroadcast:
+      b.send = values(r, c.count, salt);  // a non-root's own values: a broadcast that did not arrive shows
+      b.expect = values(c.root, c.count, salt);
+      b.out_is_send = true;
+      pg.broadcast(Buffer(b.send), c.root, o)->wait();
+      return;
+    case Collective::kScatter:
+      b.send = values(r, c.count * P, salt);
+      b.recv.assign(c.count, -7.0);
+      for (std::size_t i = 0; i < c.count; ++i) b.expect.push_back(value(c.root, static_cast<std::size_t>(r) * c.count + i, salt));
+      pg.scatter(Buffer(b.send), Buffer(b.recv), c.root, o)->wait();
+      return;
+    case Collective::kReduce:
+      b.send = values(r, c.count, salt);
+      b.recv.assign(c.count, -7.0);
+      if (r == c.root) {
+        b.expect.assign(c.count, 0.0);
+        for (int q = 0; q < p; ++q) {
+          for (std::size_t i = 0; i < c.count; ++i) {
+            b.expect[i] = q == 0 ? value(q, i, salt)
+                          : c.op == ReduceOp::kMin ? std::min(b.expect[i], value(q, i, salt))
+                                                   : b.expect[i] + value(q, i, salt);
+          }
+        }
+      }
+      pg.reduce(Buffer(b.send), Buffer(b.recv), c.root, c.op, o)->wait();
+      return;
+    case Collective::kGather:
+    case Collective::kAllGather:
+      b.send = values(r, c.count, salt);
+      b.recv.assign(c.count * P, -7.0);
+      if (c.coll == Collective::kAllGather || r == c.root) {
+        for (int q = 0; q < p; ++q) {
+          for (std::size_t i = 0; i < c.count; ++i) b.expect.push_back(value(q, i, salt));
+        }
+      }
+      if (c.coll == Collective::kGather) {
+        pg.gather(Buffer(b.send), Buffer(b.recv), c.root, o)->wait();
+      } else {
+        pg.all_gather(Buffer(b.send), Buffer(b.recv), o)->wait();
+      }
+      return;
+    default:
+      throw InvalidUsageError("rooted_calls: no such case");
+  }
+}
+
+std::string name(const Call& c) {
+  return fmt::format("{}(root {}, count {}, op {})", to_string(c.coll), c.root, c.count, to_string(c.op));
+}
+
+// Records a failure unless this rank's output is its call's serial reference.
+void check_output(const Bufs& b, const std::string& label, std::vector<std::string>& failures) {
+  if (b.expect.empty()) return;
+  const auto& out = b.out();
+  for (std::size_t i = 0; i < b.expect.size(); ++i) {
+    if (out[i] != b.expect[i]) {
+      failures.push_back(fmt::format("{}: element {} is {} where {} is right", label, i, out[i], b.expect[i]));
+      return;
+    }
+  }
+}
+
+std::vector<int> roots_of(int p) {
+  std::set<int> s = {0, p - 1};
+  return {s.begin(), s.end()};
+}
+
+const Collective kRooted[] = {Collective::kBroadcast, Collective::kScatter, Collective::kReduce, Collective::kGather};
+
+}  // namespace
+
+void check_rooted_eager(ProcessGroup& pg, std::vector<std::string>& failures) {
+  const int p = pg.size(), r = pg.rank();
+  if (p < 2) return;
+  auto store = pg.store();
+  int salt = 0;
+  for (Collective coll : kRooted) {
+    for (int root : roots_of(p)) {
+      for (std::size_t count : {1, 7, 50}) {  // 50 x 5 ranks x 8 B: a scatter still fits one slot
+        const Call c{coll, root, count};
+        const std::string label = fmt::format("{} of {} ranks", name(c), p);
+        const std::string key = fmt::format("test/rooted/eager/{}/", ++salt);
+        // The ranks that read wait until every sender's call has returned: a call that still synchronised every
+        // rank would hold its sender until the timeout.
+        if (!sends_only(c, r)) {
+          std::vector<std::string> keys;
+          for (int q = 0; q < p; ++q) {
+            if (sends_only(c, q)) keys.push_back(key + std::to_string(q));
+          }
+          try {
+            store->wait(keys, kStoreWait);
+          } catch (const Error& e) {
+            failures.push_back(fmt::format("{}: the senders did not return before this rank made the call: {}",
+                                           label, e.what()));
+          }
+        }
+        Bufs b;
+        try {
+          run_call(pg, c, salt, b);
+          check_output(b, label, failures);
+          if (sends_only(c, r)) std::fill(b.send.begin(), b.send.end(), -1.0);  // the caller's buffer again
+        } catch (const Error& e) {
+          failures.push_back(fmt::format("{}: failed: {}", label, e.what()));
+        }
+        if (sends_only(c, r)) store->set(key + std::to_string(r), Store::Bytes{1});
+      }
+    }
+  }
+}
+
+void check_rooted_flow(ProcessGroup& pg, std::vector<std::string>& failures) {
+  const int p = pg.size(), r = pg.rank();
+  if (p < 2) return;
+  auto store = pg.store();
+  constexpr int kCalls = 40;
+  int salt = 1000;
+  for (Collective coll : {Collective::kReduce, Collective::kBroadcast}) {
+    const Call c{coll, p - 1, 9};
+    const std::string key = fmt::format("test/rooted/flow/{}/", static_cast<int>(coll));
+    for (int k = 0; k < kCalls; ++k) {
+      const std::string label = fmt::format("{} of {} ranks, call {}", name(c), p, k);
+      if (!sends_only(c, r)) {
+        // The slow side. A sender may have returned from this call already (it published it), not from the next.
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        for (int q = 0; q < p; ++q) {
+          if (!sends_only(c, q)) continue;
+          const int64_t returned = store->add(key + std::to_string(q), 0);
+          if (returned > k + 1) {
+            failures.push_back(fmt::format("{}: sender rank {} had returned from {} calls before this rank, which "
+                                           "reads it, made call {}: more than one call ahead",
+                                           label, q, returned, k));
+          }
+        }
+      }
+      Bufs b;
+      try {
+        run_call(pg, c, ++salt, b);
+        check_output(b, label, failures);
+        if (sends_only(c, r)) {
+          std::fill(b.send.begin(), b.send.end(), -1.0);
+          store->add(key + std::to_string(r), 1);
+        }
+      } catch (const Error& e) {
+        failures.push_back(fmt::format("{}: failed: {}", label, e.what()));
+        return;
+      }
+    }
+  }
+}
+
+void check_rooted_mismatch(ProcessGroup& pg, std::vector<std::string>& failures) {
+  const int p = pg.size(), r = pg.rank();
+  if (p < 2) return;
+  const int odd = p - 1;
+  struct Case {
+    const char* what;
+    Call all, odd;  // what every rank calls, and what the odd rank calls instead
+  };
+  const std::vector<Case> cases = {
+      {"reduce, the odd rank names another root", {Collective::kReduce, 0, 5}, {Collective::kReduce, 1, 5}},
+      {"reduce, the odd rank takes min", {Collective::kReduce, 0, 5}, {Collective::kReduce, 0, 5, ReduceOp::kMin}},
+      {"broadcast, the odd rank names itself root", {Collective::kBroadcast, 0, 5}, {Collective::kBroadcast, odd, 5}},
+      {"broadcast, the odd rank passes another count", {Collective::kBroadcast, 0, 5}, {Collective::kBroadcast, 0, 6}},
+      {"scatter, the odd rank passes another count", {Collective::kScatter, 0, 5}, {Collective::kScatter, 0, 6}},
+      {"gather, the odd rank calls all_gather", {Collective::kGather, 0, 5}, {Collective::kAllGather, 0, 5}},
+      {"gather to the last rank, the odd rank names rank 0", {Collective::kGather, odd, 5}, {Collective::kGather, 0, 5}},
+  };
+  const std::string names_odd = fmt::format("rank {} called", odd);
+  int salt = 2000;
+  for (const Case& m : cases) {
+    const std::string label = fmt::format("{} ({} ranks)", m.what, p);
+    const Call mine = r == odd ? m.odd : m.all;
+    Bufs b;
+    bool returned = false;
+    try {
+      run_call(pg, mine, ++salt, b);
+      returned = true;
+      // Allowed where this rank could not see every call; its data must come from a call that matches its own.
+      check_output(b, label + ", returned", failures);
+    } catch (const InvalidUsageError& e) {
+      if (std::string(e.what()).find(names_odd) == std::string::npos) {
+        failures.push_back(fmt::format("{}: the error does not say '{}': {}", label, names_odd, e.what()));
+      }
+    } catch (const Error& e) {
+      failures.push_back(fmt::format("{}: raised {} instead of InvalidUsageError: {}", label, to_string(e.code()),
+                                     e.what()));
+      return;
+    }
+    // The next call: a rank that returned learns of the mismatch now; the others may fail it (they read it).
+    std::vector<double> next = values(r, 3, ++salt);
+    bool failed_next = false;
+    try {
+      pg.all_reduce(Buffer(next), ReduceOp::kSum)->wait();
+      if (returned) {
+        failures.push_back(fmt::format("{}: returned from the mismatched call and its next call succeeded: it never "
+                                       "learned of the mismatch",
+                                       label));
+      }
+    } catch (const InvalidUsageError& e) {
+      failed_next = true;
+      const std::string w = e.what();
+      if (w.find("learned only at this call") == std::string::npos || w.find(names_odd) == std::string::npos) {
+        failures.push_back(fmt::format("{}: the next call failed, but not as the late notice of the mismatch: {}",
+                                       label, w));
+      }
+    } catch (const Error& e) {
+      failures.push_back(fmt::format("{}: the next call raised {}: {}", label, to_string(e.code()), e.what()));
+      return;
+    }
+    // Then the group is in step: this call (or the one after a late notice) is right everywhere.
+    try {
+      if (failed_next) pg.all_reduce(Buffer(next), ReduceOp::kSum)->wait();
+      for (std::size_t i = 0; i < next.size(); ++i) {
+        double want = 0;
+        for (int q = 0; q < p; ++q) want += value(q, i, salt);
+        if (next[i] != want) {
+          failures.push_back(fmt::format("{}: the all_reduce after gave {} where {} is right: out of step", label,
+                                         next[i], want));
+          break;
+        }
+      }
+    } catch (const Error& e) {
+      failures.push_back(fmt::format("{}: the all_reduce after the late notice failed: {}", label, e.what()));
+      return;
+    }
+  }
+}
+
+}  // namespace dcomm::test
