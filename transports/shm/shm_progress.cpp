@@ -7,6 +7,7 @@
 
 #include <dcomm/error.hpp>
 
+#include "common/log.hpp"
 #include "transports/shm/shm_cma.hpp"
 #include "transports/shm/shm_transport.hpp"
 
@@ -180,7 +181,7 @@ void ShmTransport::receive(const Incoming& msg, void* dst, const Device& /*devic
     op->complete(held.h.len);
     return;
   }
-  if (p.cma) {
+  if (p.cma && protocol_for(held.peer, held.h) == LargeProtocol::kCma) {
     int err = cma_read(p.info.pid, dst, held.h.addr, held.h.bytes);
     if (err == 0) {
       ack(held.peer, held.h.msg_id);
@@ -202,6 +203,27 @@ void ShmTransport::receive(const Incoming& msg, void* dst, const Device& /*devic
   h.kind = RecordKind::kCts;
   h.msg_id = held.h.msg_id;
   post(p, h, nullptr);
+}
+
+LargeProtocol ShmTransport::protocol_for(int from, const RecordHeader& h) {
+  Peer& p = peer(from);
+  MessageFacts m;
+  m.bytes = h.bytes;
+  m.chunk_bytes = knobs_.chunk_bytes;
+  m.cma_allowed = p.cma;
+  m.shares_core = p.shares_core;
+  // Large sends of this rank's own in flight: its core will copy its outgoing stream too.
+  m.two_way = !sends_.empty();
+  const bool measured = knobs_.protocol == ProtocolMode::kAuto && p.cma && !p.shares_core;
+  LargeProtocol choice = choose(knobs_.protocol, measured ? calibration() : Calibration{}, m);
+  const unsigned bit = 1u << static_cast<unsigned>(choice);
+  if ((p.logged & bit) == 0) {
+    p.logged |= bit;
+    DCOMM_INFO("shm rank {}: first {} message from rank {}: {} ({}{})", ctx_.self.rank,
+               choice == LargeProtocol::kCma ? "single-copy" : "streamed", from, to_string(choice),
+               format_bytes(h.bytes), m.two_way ? ", sending too" : "");
+  }
+  return choice;
 }
 
 void ShmTransport::discard(const Incoming& msg) {

@@ -2,9 +2,10 @@
 // The shm transport: processes (or threads) of one node.
 //   small messages (<= DCOMM_SHM_EAGER_BYTES): copied into the per-pair ring, completed at once;
 //   large messages: the sender announces the message and its address (kRts). Once the receive is matched, the
-//     receiver copies it with one process_vm_readv and acks (kAck); where CMA is not allowed it asks (kCts) and
-//     the sender streams it through the ring in DCOMM_SHM_CHUNK_BYTES pieces (kData), the ring acting as the
-//     pipelined buffer. The sender's op completes at the ack, or when the last piece is in the ring.
+//     receiver picks the protocol of this message (shm_protocol.hpp: measured, per message): it copies it with one
+//     process_vm_readv and acks (kAck), or asks (kCts) and the sender streams it through the ring in
+//     DCOMM_SHM_CHUNK_BYTES pieces (kData), the ring acting as the pipelined buffer. The sender's op completes at
+//     the ack, or when the last piece is in the ring.
 // Records that find the ring full wait in a per-peer backlog, so the order per peer never changes.
 // Setup and teardown are in shm_transport.cpp, the message path in shm_progress.cpp.
 
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "transports/registry.hpp"
+#include "transports/shm/shm_protocol.hpp"
 #include "transports/shm/shm_segment.hpp"
 
 namespace dcomm::transport::shm {
@@ -22,8 +24,9 @@ struct Knobs {
   uint64_t eager_bytes;
   uint64_t chunk_bytes;
   uint64_t ring_bytes;
-  bool cma;
-  /// From DCOMM_SHM_EAGER_BYTES, DCOMM_SHM_CHUNK_BYTES, DCOMM_SHM_RING_BYTES, DCOMM_SHM_CMA; throws
+  bool cma;               ///< DCOMM_SHM_CMA=0: never read a peer's memory
+  ProtocolMode protocol;  ///< DCOMM_SHM_PROTOCOL: auto, or force cma / stream for large messages
+  /// From DCOMM_SHM_EAGER_BYTES, DCOMM_SHM_CHUNK_BYTES, DCOMM_SHM_RING_BYTES, DCOMM_SHM_CMA, DCOMM_SHM_PROTOCOL; throws
   /// InvalidUsageError naming the variable when they do not fit together.
   static Knobs from_env();
 };
@@ -56,6 +59,8 @@ class ShmTransport final : public Transport {
     Ring in;      ///< where they write to this rank (in this rank's segment)
     std::deque<Backlogged> backlog;
     bool cma = false;  ///< this rank may read their memory
+    bool shares_core = false;  ///< they and this rank cannot run at once (shm_protocol.hpp: then no streaming)
+    unsigned logged = 0;       ///< the protocols already logged for messages from them (bit per LargeProtocol)
     bool connected = false;
     /// Whether `out` / `in` are mapped in (Ring::prefault): on first use, not at connect, so that a node of many
     /// ranks commits memory only for the pairs that talk.
@@ -89,6 +94,9 @@ class ShmTransport final : public Transport {
   bool drain(int peer, ArrivalSink& sink);
   void handle(int peer, const RecordHeader& h, const char* payload, ArrivalSink& sink);
   void ack(int peer, uint64_t msg_id);
+  LargeProtocol protocol_for(int from, const RecordHeader& h);
+  void log_choices() const;
+  void mark_shared_cores(const std::vector<PeerInfo>& peers);
   std::deque<Held>::iterator find_held(uint64_t token);
   Peer& peer(int rank) { return peers_[static_cast<std::size_t>(rank)]; }
   std::exception_ptr closed_error(const char* what) const;
