@@ -1,11 +1,17 @@
 // The shm transport's choice of protocol for large messages (transports/shm/shm_protocol.hpp): the pure rule, on
-// made-up machines, and the measurement on this one.
+// made-up machines, and the measurement on this one; and a stream whose sender stops progressing, which the
+// receiver must finish by itself (transports/shm/shm_stream.cpp).
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 
 #include <dcomm/error.hpp>
 
+#include "tests/transports/world.hpp"
 #include "transports/shm/shm_protocol.hpp"
 
 using namespace dcomm::transport::shm;
@@ -92,4 +98,47 @@ TEST_CASE("the measurement on this machine gives numbers, and DCOMM_SHM_PROTOCOL
   CHECK_THROWS_AS(protocol_mode_from_env(), dcomm::InvalidUsageError);
   ::unsetenv("DCOMM_SHM_PROTOCOL");
   CHECK(protocol_mode_from_env() == ProtocolMode::kAuto);
+}
+
+TEST_CASE("a receiver finishes a stream whose sender stopped progressing, with the right bytes", "[shm]") {
+  // Streaming forced, cross-memory attach allowed (ranks are threads: a process may always read itself).
+  ::setenv("DCOMM_SHM_PROTOCOL", "stream", 1);
+  ::setenv("DCOMM_SHM_CMA", "1", 1);
+  // The sender sleeps this long without calling into its mesh: far more than the receiver needs on a loaded
+  // machine to notice the stall (200 us) and pull the rest.
+  constexpr auto kSenderAway = std::chrono::milliseconds(1500);
+  struct Round {
+    std::size_t bytes;
+    std::chrono::milliseconds feed;  ///< how long the sender progresses before it stops: 0, or part of the stream
+  };
+  for (Round round : {Round{(std::size_t{3} << 20) + 5, std::chrono::milliseconds(0)},
+                      Round{(std::size_t{32} << 20) + 3, std::chrono::milliseconds(2)},
+                      Round{std::size_t{256} << 10, std::chrono::milliseconds(0)}}) {
+    INFO(round.bytes << " bytes, sender progressing for " << round.feed.count() << " ms first");
+    std::atomic<bool> back{false};
+    auto failures = dcomm::test::run_world("shm", 2, [&](dcomm::transport::Mesh& m, dcomm::test::RankLog& log) {
+      const uint64_t salt = round.bytes + static_cast<uint64_t>(round.feed.count());
+      if (m.rank() == 0) {
+        auto out = dcomm::test::make_payload(0, 1, salt, round.bytes);
+        auto s = m.isend(1, 3, out.data(), out.size());
+        for (auto until = std::chrono::steady_clock::now() + round.feed; std::chrono::steady_clock::now() < until;) {
+          m.test(*s);
+        }
+        std::this_thread::sleep_for(kSenderAway);
+        back = true;
+        dcomm::test::wait_ok(m, *s, log, "send");
+        return;
+      }
+      std::vector<uint8_t> in(round.bytes);
+      auto r = m.irecv(0, 3, in.data(), in.size());
+      if (dcomm::test::wait_ok(m, *r, log, "recv")) {
+        log.expect(!back, "the receive completed only once the sender progressed again");
+        dcomm::test::check_payload(log, in, r->received, 0, 1, salt, round.bytes, "recv");
+      }
+    });
+    for (const auto& f : failures) UNSCOPED_INFO(f);
+    CHECK(failures.empty());
+  }
+  ::unsetenv("DCOMM_SHM_PROTOCOL");
+  ::unsetenv("DCOMM_SHM_CMA");
 }

@@ -16,7 +16,8 @@ enum class RecordKind : uint32_t {
   kEager,      ///< a small message; payload follows
   kRts,        ///< a large message: tag, bytes, msg_id, and the sender's address for CMA
   kAck,        ///< receiver to sender: the large message msg_id was read or discarded; the send is complete
-  kCts,        ///< receiver to sender: stream the large message msg_id through the ring (no CMA)
+  kCts,        ///< receiver to sender: stream the large message msg_id through the ring; offset 1: the receiver
+               ///< may pull the rest itself (CMA) when the stream stalls, so the send completes at its kAck
   kData,       ///< a piece of a streamed message: msg_id, offset, len; payload follows
 };
 

@@ -4,8 +4,10 @@
 //   large messages: the sender announces the message and its address (kRts). Once the receive is matched, the
 //     receiver picks the protocol of this message (shm_protocol.hpp: measured, per message): it copies it with one
 //     process_vm_readv and acks (kAck), or asks (kCts) and the sender streams it through the ring in
-//     DCOMM_SHM_CHUNK_BYTES pieces (kData), the ring acting as the pipelined buffer. The sender's op completes at
-//     the ack, or when the last piece is in the ring.
+//     DCOMM_SHM_CHUNK_BYTES pieces (kData), the ring acting as the pipelined buffer (shm_stream.cpp). A stream
+//     stalls when the sender does not feed it (descheduled, busy outside dcomm, asleep in its wait); where the
+//     receiver may read the sender's memory it then pulls the rest with one process_vm_readv. The sender's op
+//     completes at the ack, or - where the receiver cannot pull - when the last piece is in the ring.
 // Records that find the ring full wait in a per-peer backlog, so the order per peer never changes.
 // Setup and teardown are in shm_transport.cpp, the message path in shm_progress.cpp.
 
@@ -73,6 +75,7 @@ class ShmTransport final : public Transport {
     uint64_t bytes;
     uint64_t sent;
     OpPtr op;
+    bool ack_at_end = false;  ///< streamed to a receiver that may pull: complete at its kAck, not at the last piece
   };
   struct Held {  ///< an announced message whose payload waits for receive() or discard()
     uint64_t token;
@@ -84,13 +87,20 @@ class ShmTransport final : public Transport {
   struct InStream {  ///< a large receive being streamed into `dst`
     char* dst;
     uint64_t bytes;
-    uint64_t got;
+    uint64_t got;  ///< pieces arrive in order: [0, got) is in
     OpPtr op;
+    uint64_t addr;    ///< the payload in the sender's process, for a pull
+    bool ack_at_end;  ///< the kCts promised an ack (this rank may pull)
+    Clock::time_point since;  ///< the kCts, or the last piece: a stall is measured from here
   };
 
   void post(Peer& p, const RecordHeader& h, const void* payload);
   bool flush_backlog(Peer& p);
   bool feed_streams();
+  void start_stream(int from, const RecordHeader& rts, void* dst, OpPtr op);
+  void on_data(int from, const RecordHeader& h, const char* payload);
+  bool pull_stalled();
+  void finish_stream(int from, uint64_t msg_id, InStream& s);
   bool drain(int peer, ArrivalSink& sink);
   void handle(int peer, const RecordHeader& h, const char* payload, ArrivalSink& sink);
   void ack(int peer, uint64_t msg_id);

@@ -1,0 +1,133 @@
+// Streaming a large message through the ring (the receiver chose it: shm_protocol.hpp), both sides.
+//   receiver: start_stream sends kCts; on_data copies each piece out of the ring as it is drained;
+//   sender:   feed_streams writes pieces while the ring has room, from its own progress calls.
+// A stream needs the sender to progress. When it does not (descheduled by the scheduler, busy outside dcomm, or
+// asleep in its wait loop: Backoff sleeps after 2 ms without progress, and a sender that posted its message early
+// has been waiting that long), a receiver that may read the sender's memory pulls the rest itself with one
+// process_vm_readv after kPullAfter without a piece, and acks. Such a sender therefore completes at the ack, not
+// when its last piece is in the ring (kCts says which), so its buffer stays valid for the pull. Pieces the sender
+// writes after a pull are dropped by the receiver (the stream is gone); the sender stops at the ack.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include <dcomm/error.hpp>
+
+#include "transports/shm/shm_cma.hpp"
+#include "transports/shm/shm_transport.hpp"
+
+namespace dcomm::transport::shm {
+namespace {
+
+// A sender that runs and progresses writes its next piece within a few µs of room appearing in the ring (the
+// receiver drains 1 MiB in ~100 µs at memcpy speed); one that wrote nothing for this long is not progressing.
+constexpr std::chrono::microseconds kPullAfter{200};
+
+}  // namespace
+
+void ShmTransport::start_stream(int from, const RecordHeader& rts, void* dst, OpPtr op) {
+  Peer& p = peer(from);
+  const bool pullable = p.cma;
+  in_streams_.emplace(std::make_pair(from, rts.msg_id),
+                      InStream{static_cast<char*>(dst), rts.bytes, 0, std::move(op), rts.addr, pullable,
+                               pullable ? Clock::now() : Clock::time_point{}});
+  RecordHeader h;
+  h.kind = RecordKind::kCts;
+  h.msg_id = rts.msg_id;
+  h.offset = pullable ? 1 : 0;
+  post(p, h, nullptr);
+}
+
+bool ShmTransport::feed_streams() {
+  bool moved = false;
+  for (auto it = streams_.begin(); it != streams_.end();) {
+    auto s = sends_.find(*it);
+    if (s == sends_.end()) {  // the receiver pulled the rest and acked: nothing left to write
+      it = streams_.erase(it);
+      continue;
+    }
+    OutMessage& m = s->second;
+    Peer& p = peer(m.peer);
+    while (m.sent < m.bytes && p.backlog.empty()) {
+      RecordHeader h;
+      h.kind = RecordKind::kData;
+      h.msg_id = s->first;
+      h.bytes = m.bytes;
+      h.offset = m.sent;
+      h.len = std::min(knobs_.chunk_bytes, m.bytes - m.sent);
+      if (!p.out.try_write(h, m.data + m.sent)) break;
+      m.sent += h.len;
+      moved = true;
+    }
+    if (m.sent == m.bytes) {
+      if (!m.ack_at_end) {
+        m.op->complete(m.bytes);
+        sends_.erase(s);
+      }
+      it = streams_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return moved;
+}
+
+void ShmTransport::on_data(int from, const RecordHeader& h, const char* payload) {
+  auto it = in_streams_.find({from, h.msg_id});
+  if (it == in_streams_.end()) return;  // pulled already
+  InStream& s = it->second;
+  std::memcpy(s.dst + h.offset, payload, h.len);
+  s.got = std::max(s.got, h.offset + h.len);
+  if (s.ack_at_end) s.since = Clock::now();
+  if (s.got == s.bytes) {
+    finish_stream(from, h.msg_id, s);
+    in_streams_.erase(it);
+  }
+}
+
+void ShmTransport::finish_stream(int from, uint64_t msg_id, InStream& s) {
+  if (s.ack_at_end) ack(from, msg_id);
+  s.op->complete(s.bytes);
+}
+
+bool ShmTransport::pull_stalled() {
+  bool moved = false;
+  Clock::time_point now{};
+  for (auto it = in_streams_.begin(); it != in_streams_.end();) {
+    const int from = it->first.first;
+    InStream& s = it->second;
+    Peer& p = peer(from);
+    if (!s.ack_at_end || !p.cma) {
+      ++it;
+      continue;
+    }
+    if (now == Clock::time_point{}) now = Clock::now();
+    if (now - s.since < kPullAfter) {
+      ++it;
+      continue;
+    }
+    int err = cma_read(p.info.pid, s.dst + s.got, s.addr + s.got, s.bytes - s.got);
+    if (err == ESRCH) {
+      s.op->fail(std::make_exception_ptr(RemoteError(fmt::format(
+          "shm: recv from rank {} ({}, {} of it streamed): process {} on host {} exited in the middle of the message",
+          from, format_bytes(s.bytes), format_bytes(s.got), p.info.pid, p.info.hostname))));
+      it = in_streams_.erase(it);
+      continue;
+    }
+    if (err != 0) {
+      // Permission can be lost (a peer that changed credentials): wait for the stream, which still acks.
+      p.cma = false;
+      ++it;
+      continue;
+    }
+    s.got = s.bytes;
+    finish_stream(from, it->first.second, s);
+    it = in_streams_.erase(it);
+    moved = true;
+  }
+  return moved;
+}
+
+}  // namespace dcomm::transport::shm
