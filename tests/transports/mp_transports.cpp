@@ -7,7 +7,7 @@
 //                stager standing in for CUDA; exit 0 when all pass.
 //   staged_peer_killed  the same with rank 0's message staged from (fake) device memory.
 //   stream_peer_killed  the last rank receives a 64 MiB message from rank 0 through the ring (DCOMM_SHM_PROTOCOL=
-//                stream) and kills itself once some of it has arrived: rank 0 is mid-stream, its ring full.
+//                stream, DCOMM_SHM_CMA=0) and kills itself once some of it has arrived: rank 0 is mid-stream.
 //   bench        rank 0 and 1: 8-byte ping-pong latency and 16 MiB bandwidth (a measurement, not a test).
 // The transport is whatever DCOMM_TRANSPORT says (the tests force shm). MP_DENY_CMA_RANK=r makes rank r refuse
 // cross-memory attach (DCOMM_SHM_CMA=0 in its environment only): the others may still read its memory.
@@ -78,11 +78,13 @@ int peer_killed(Mesh& m, bool staged, bool midstream = false) {
   if (m.rank() == dead && midstream) {
     // Receive until part of rank 0's message is in, then die: rank 0 is left feeding a ring nobody drains.
     auto r = m.irecv(0, 1, buf.data(), kBytes, dev);
+    bool done = false;
     for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-         std::chrono::steady_clock::now() < until && buf[0] != 1;) {
-      m.test(*r);
+         std::chrono::steady_clock::now() < until && buf[0] != 1 && !done;) {
+      done = m.test(*r);
     }
-    std::printf("rank %d dies %s\n", m.rank(), buf[0] == 1 ? "mid-stream" : "before the first chunk came");
+    std::printf("rank %d dies %s\n", m.rank(),
+                done ? "after the whole message came" : buf[0] == 1 ? "mid-stream" : "before the first chunk came");
     std::fflush(stdout);
     ::raise(SIGKILL);
   }
