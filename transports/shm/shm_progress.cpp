@@ -152,6 +152,7 @@ void ShmTransport::receive(const Incoming& msg, void* dst, const Device& /*devic
   if (p.cma && protocol_for(held.peer, held.h) == LargeProtocol::kCma) {
     int err = cma_read(p.info.pid, dst, held.h.addr, held.h.bytes);
     if (err == 0) {
+      ++counts_.cma;
       ack(held.peer, held.h.msg_id);
       op->complete(held.h.bytes);
       return;

@@ -4,7 +4,7 @@
 // A stream needs the sender to progress. When it does not (descheduled by the scheduler, busy outside dcomm, or
 // asleep in its wait loop: Backoff sleeps after 2 ms without progress, and a sender that posted its message early
 // has been waiting that long), a receiver that may read the sender's memory pulls the rest itself with one
-// process_vm_readv after kPullAfter without a piece, and acks. Such a sender therefore completes at the ack, not
+// process_vm_readv after pull_after() without a piece, and acks. Such a sender therefore completes at the ack, not
 // when its last piece is in the ring (kCts says which), so its buffer stays valid for the pull. Pieces the sender
 // writes after a pull are dropped by the receiver (the stream is gone); the sender stops at the ack.
 #include <fmt/format.h>
@@ -21,15 +21,24 @@
 namespace dcomm::transport::shm {
 namespace {
 
-// A sender that runs and progresses writes its next piece within a few µs of room appearing in the ring (the
-// receiver drains 1 MiB in ~100 µs at memcpy speed); one that wrote nothing for this long is not progressing.
-constexpr std::chrono::microseconds kPullAfter{200};
+// A sender that runs and progresses answers a kCts, or room in the ring, within a few µs, and a piece lands one
+// chunk's copy later (17 µs for 256 KiB at 15 GB/s). One that wrote nothing for four chunks' copies, and at least
+// kMinPullAfter, is not progressing.
+constexpr std::chrono::microseconds kMinPullAfter{50};
+constexpr std::chrono::microseconds kPullAfterUnmeasured{200};
 
 }  // namespace
+
+std::chrono::microseconds pull_after(const Calibration& cal, uint64_t chunk_bytes) {
+  if (cal.copy_gbps <= 0) return kPullAfterUnmeasured;
+  const auto four_chunks = std::chrono::microseconds(static_cast<long long>(4.0 * chunk_bytes / (cal.copy_gbps * 1e3)));
+  return std::max(kMinPullAfter, four_chunks);
+}
 
 void ShmTransport::start_stream(int from, const RecordHeader& rts, void* dst, OpPtr op) {
   Peer& p = peer(from);
   const bool pullable = p.cma;
+  ++counts_.streamed;
   in_streams_.emplace(std::make_pair(from, rts.msg_id),
                       InStream{static_cast<char*>(dst), rts.bytes, 0, std::move(op), rts.addr, pullable,
                                pullable ? Clock::now() : Clock::time_point{}});
@@ -104,7 +113,7 @@ bool ShmTransport::pull_stalled() {
       continue;
     }
     if (now == Clock::time_point{}) now = Clock::now();
-    if (now - s.since < kPullAfter) {
+    if (now - s.since < pull_after_) {
       ++it;
       continue;
     }
@@ -122,6 +131,7 @@ bool ShmTransport::pull_stalled() {
       ++it;
       continue;
     }
+    ++counts_.pulled;
     s.got = s.bytes;
     finish_stream(from, it->first.second, s);
     it = in_streams_.erase(it);

@@ -92,7 +92,11 @@ void ShmTransport::connect(Store& store, const std::vector<PeerInfo>& peers, con
     connected_.push_back(info.rank);
   }
   mark_shared_cores(peers);
-  log_choices();
+  const bool any_cma = std::any_of(connected_.begin(), connected_.end(),
+                                   [&](int r) { return peers_[static_cast<std::size_t>(r)].cma; });
+  // The measurement (once per process) serves the choice in auto mode and the stall bound of every pull.
+  if (any_cma) pull_after_ = pull_after(calibration(), knobs_.chunk_bytes);
+  log_choices(any_cma);
   // Once every peer has mapped this rank's segment its name can go: the mappings keep the memory, and a crash
   // from here on leaves nothing behind in /dev/shm.
   store.set(rank_key("mapped", ctx_.self.rank), std::string("1"));
@@ -113,9 +117,7 @@ void ShmTransport::mark_shared_cores(const std::vector<PeerInfo>& peers) {
   }
 }
 
-void ShmTransport::log_choices() const {
-  const bool any_cma = std::any_of(connected_.begin(), connected_.end(),
-                                   [&](int r) { return peers_[static_cast<std::size_t>(r)].cma; });
+void ShmTransport::log_choices(bool any_cma) const {
   if (!any_cma || knobs_.protocol != ProtocolMode::kAuto) {
     DCOMM_INFO("shm rank {}: large messages (over {}) {}", ctx_.self.rank, format_bytes(knobs_.eager_bytes),
                !any_cma ? "stream through the ring (no cross-memory attach)"
@@ -128,8 +130,9 @@ void ShmTransport::log_choices() const {
     return n == 0 ? std::string("never") : fmt::format("from {}", format_bytes(n));
   };
   DCOMM_INFO("shm rank {}: measured {}; large messages stream {} one way, {} both ways, else take cross-memory "
-             "attach (ranks sharing a core always do; DCOMM_SHM_PROTOCOL=cma|stream forces one)",
-             ctx_.self.rank, describe(cal), from(false), from(true));
+             "attach (ranks sharing a core always do; DCOMM_SHM_PROTOCOL=cma|stream forces one); a stream with no "
+             "piece for {} us is pulled",
+             ctx_.self.rank, describe(cal), from(false), from(true), pull_after_.count());
 }
 
 std::string ShmTransport::peer_failure(int rank) {
@@ -152,6 +155,11 @@ std::exception_ptr ShmTransport::closed_error(const char* what) const {
 void ShmTransport::close() noexcept {
   if (closed_) return;
   closed_ = true;
+  if (counts_.cma + counts_.streamed != 0) {
+    DCOMM_INFO("shm rank {}: received {} large messages by cross-memory attach, {} streamed ({} of them finished by a "
+               "pull after the sender stalled)",
+               ctx_.self.rank, counts_.cma, counts_.streamed, counts_.pulled);
+  }
   if (mine_.header() != nullptr) mine_.header()->closed.store(1, std::memory_order_release);
   for (auto& [id, m] : sends_) m.op->fail(closed_error("a send"));
   for (auto& [key, s] : in_streams_) s.op->fail(closed_error("a receive"));

@@ -33,6 +33,9 @@ struct Knobs {
   static Knobs from_env();
 };
 
+/// How long a receiver that may pull waits for the next piece of a stream before it pulls the rest.
+std::chrono::microseconds pull_after(const Calibration& cal, uint64_t chunk_bytes);
+
 class ShmTransport final : public Transport {
  public:
   explicit ShmTransport(const TransportContext& ctx);
@@ -105,7 +108,7 @@ class ShmTransport final : public Transport {
   void handle(int peer, const RecordHeader& h, const char* payload, ArrivalSink& sink);
   void ack(int peer, uint64_t msg_id);
   LargeProtocol protocol_for(int from, const RecordHeader& h);
-  void log_choices() const;
+  void log_choices(bool any_cma) const;
   void mark_shared_cores(const std::vector<PeerInfo>& peers);
   std::deque<Held>::iterator find_held(uint64_t token);
   Peer& peer(int rank) { return peers_[static_cast<std::size_t>(rank)]; }
@@ -122,6 +125,10 @@ class ShmTransport final : public Transport {
   /// received as it is announced, or in arrival order later), with none of a map's allocation per message.
   std::deque<Held> held_;
   std::map<std::pair<int, uint64_t>, InStream> in_streams_;
+  struct {  ///< large messages received, by protocol, for the log at close (what the choice did in a run)
+    uint64_t cma = 0, streamed = 0, pulled = 0;
+  } counts_;
+  std::chrono::microseconds pull_after_{0};  ///< a stream with no piece for this long is pulled (shm_stream.cpp)
   uint64_t next_msg_id_ = 1;
   uint64_t next_token_ = 1;
   bool closed_ = false;
