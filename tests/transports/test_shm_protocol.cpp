@@ -73,6 +73,11 @@ TEST_CASE("ranks that share a core never stream by choice; forcing and refusal w
   CHECK(choose(ProtocolMode::kStream, slow_cma(), shared) == LargeProtocol::kStream);
   CHECK(choose(ProtocolMode::kCma, slow_cma(), facts(64 * kMiB)) == LargeProtocol::kCma);
   CHECK(choose(ProtocolMode::kStream, fast_cma(), facts(64 * kMiB)) == LargeProtocol::kStream);
+  // A peer whose streams keep stalling: CMA by choice, still streams when forced.
+  MessageFacts stalling = facts(64 * kMiB);
+  stalling.streams_stall = true;
+  CHECK(choose(ProtocolMode::kAuto, slow_cma(), stalling) == LargeProtocol::kCma);
+  CHECK(choose(ProtocolMode::kStream, slow_cma(), stalling) == LargeProtocol::kStream);
   // Not measured (calibration failed): CMA, the protocol that needs only the receiver.
   CHECK(choose(ProtocolMode::kAuto, Calibration{}, facts(64 * kMiB)) == LargeProtocol::kCma);
   // CMA not allowed to this peer: every mode streams.
@@ -141,4 +146,15 @@ TEST_CASE("a receiver finishes a stream whose sender stopped progressing, with t
   }
   ::unsetenv("DCOMM_SHM_PROTOCOL");
   ::unsetenv("DCOMM_SHM_CMA");
+}
+
+TEST_CASE("the stall rate rises with pulled streams and falls with streams that finish", "[shm]") {
+  StallRate r;
+  CHECK_FALSE(r.high());
+  for (int i = 0; i < 3; ++i) r.record(true);
+  CHECK_FALSE(r.high());  // a few stalls in a row do not switch a peer
+  for (int i = 0; i < 5; ++i) r.record(true);
+  CHECK(r.high());
+  for (int i = 0; i < 8; ++i) r.record(false);
+  CHECK_FALSE(r.high());
 }

@@ -178,6 +178,7 @@ LargeProtocol ShmTransport::protocol_for(int from, const RecordHeader& h) {
   m.shares_core = p.shares_core;
   // Large sends of this rank's own in flight: its core will copy its outgoing stream too.
   m.two_way = !sends_.empty();
+  m.streams_stall = p.stalls.high() && ++p.stall_skips % kStallProbeEvery != 0;
   const bool measured = knobs_.protocol == ProtocolMode::kAuto && p.cma && !p.shares_core;
   LargeProtocol choice = choose(knobs_.protocol, measured ? calibration() : Calibration{}, m);
   const unsigned bit = 1u << static_cast<unsigned>(choice);

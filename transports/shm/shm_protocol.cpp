@@ -93,7 +93,7 @@ LargeProtocol choose(ProtocolMode mode, const Calibration& cal, const MessageFac
     case ProtocolMode::kStream: return LargeProtocol::kStream;
     case ProtocolMode::kAuto: break;
   }
-  if (m.shares_core || cal.cma_gbps <= 0 || cal.copy_gbps <= 0) return LargeProtocol::kCma;
+  if (m.shares_core || m.streams_stall || cal.cma_gbps <= 0 || cal.copy_gbps <= 0) return LargeProtocol::kCma;
   const auto n = static_cast<double>(m.bytes);
   return stream_us(cal, n, static_cast<double>(m.chunk_bytes), m.two_way) * kStreamMargin < cma_us(cal, n)
              ? LargeProtocol::kStream

@@ -18,6 +18,9 @@
 //
 // A pair that shares a core (both ranks bound to one core, or a node running more ranks than cores) takes CMA:
 // a stream needs both ranks running at once, and every full or empty ring would cost a context switch.
+// The outcome is measured too: a stream whose sender stops feeding it is finished by the receiver's own read
+// (shm_stream.cpp), and a peer whose recent streams mostly ended so (a loaded machine: the sender is off its core
+// when its turn comes) gets CMA, with one message in kStallProbeEvery streamed to see whether that has passed.
 // Streaming also needs the sender to progress (it feeds the ring from its own wait loop), while CMA needs only
 // the receiver: the 1.25 margin leans toward the protocol that depends on one rank.
 // DCOMM_SHM_PROTOCOL=cma|stream forces either (tests, benchmarks); DCOMM_SHM_CMA=0 forbids CMA altogether.
@@ -52,6 +55,21 @@ struct MessageFacts {
   bool cma_allowed = false;  ///< the probe at connect succeeded and DCOMM_SHM_CMA is not 0
   bool shares_core = false;  ///< sender and receiver cannot run at the same time
   bool two_way = false;      ///< this rank has large sends of its own in flight
+  bool streams_stall = false;  ///< most recent streams from this peer had to be pulled (auto mode: take CMA)
+};
+
+/// While a peer's streams stall, one message in this many still streams, to notice when they stop stalling.
+inline constexpr unsigned kStallProbeEvery = 16;
+
+/// The share of a peer's recent streams that had to be pulled, as a moving average over about 8 streams.
+class StallRate {
+ public:
+  void record(bool pulled) { rate_ += ((pulled ? 1.0 : 0.0) - rate_) / 8; }
+  bool high() const { return rate_ > 0.5; }
+  double value() const { return rate_; }
+
+ private:
+  double rate_ = 0;
 };
 
 /// Pure: the protocol of one message. Never kCma where CMA is not allowed.

@@ -15,6 +15,7 @@
 
 #include <dcomm/error.hpp>
 
+#include "common/log.hpp"
 #include "transports/shm/shm_cma.hpp"
 #include "transports/shm/shm_transport.hpp"
 
@@ -91,13 +92,25 @@ void ShmTransport::on_data(int from, const RecordHeader& h, const char* payload)
   s.got = std::max(s.got, h.offset + h.len);
   if (s.ack_at_end) s.since = Clock::now();
   if (s.got == s.bytes) {
-    finish_stream(from, h.msg_id, s);
+    finish_stream(from, h.msg_id, s, false);
     in_streams_.erase(it);
   }
 }
 
-void ShmTransport::finish_stream(int from, uint64_t msg_id, InStream& s) {
-  if (s.ack_at_end) ack(from, msg_id);
+void ShmTransport::finish_stream(int from, uint64_t msg_id, InStream& s, bool pulled) {
+  if (s.ack_at_end) {
+    ack(from, msg_id);
+    StallRate& stalls = peer(from).stalls;
+    const bool was_high = stalls.high();
+    stalls.record(pulled);
+    if (stalls.high() != was_high) {
+      DCOMM_INFO("shm rank {}: {} of the recent streams from rank {} were pulled: {}", ctx_.self.rank,
+                 fmt::format("{:.0f}%", stalls.value() * 100), from,
+                 stalls.high() ? fmt::format("its large messages take cross-memory attach, one in {} still streams",
+                                             kStallProbeEvery)
+                               : std::string("its large messages stream again"));
+    }
+  }
   s.op->complete(s.bytes);
 }
 
@@ -133,7 +146,7 @@ bool ShmTransport::pull_stalled() {
     }
     ++counts_.pulled;
     s.got = s.bytes;
-    finish_stream(from, it->first.second, s);
+    finish_stream(from, it->first.second, s, true);
     it = in_streams_.erase(it);
     moved = true;
   }

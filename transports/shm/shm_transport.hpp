@@ -66,6 +66,8 @@ class ShmTransport final : public Transport {
     bool cma = false;  ///< this rank may read their memory
     bool shares_core = false;  ///< they and this rank cannot run at once (shm_protocol.hpp: then no streaming)
     unsigned logged = 0;       ///< the protocols already logged for messages from them (bit per LargeProtocol)
+    StallRate stalls;          ///< how often their streams had to be pulled lately
+    unsigned stall_skips = 0;  ///< messages taken by CMA because of `stalls`, for the probe every kStallProbeEvery
     bool connected = false;
     /// Whether `out` / `in` are mapped in (Ring::prefault): on first use, not at connect, so that a node of many
     /// ranks commits memory only for the pairs that talk.
@@ -103,7 +105,7 @@ class ShmTransport final : public Transport {
   void start_stream(int from, const RecordHeader& rts, void* dst, OpPtr op);
   void on_data(int from, const RecordHeader& h, const char* payload);
   bool pull_stalled();
-  void finish_stream(int from, uint64_t msg_id, InStream& s);
+  void finish_stream(int from, uint64_t msg_id, InStream& s, bool pulled);
   bool drain(int peer, ArrivalSink& sink);
   void handle(int peer, const RecordHeader& h, const char* payload, ArrivalSink& sink);
   void ack(int peer, uint64_t msg_id);
