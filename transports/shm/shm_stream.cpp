@@ -90,7 +90,7 @@ void ShmTransport::on_data(int from, const RecordHeader& h, const char* payload)
   InStream& s = it->second;
   std::memcpy(s.dst + h.offset, payload, h.len);
   s.got = std::max(s.got, h.offset + h.len);
-  if (s.ack_at_end) s.since = Clock::now();
+  if (s.ack_at_end) peer(from).last_piece = Clock::now();
   if (s.got == s.bytes) {
     finish_stream(from, h.msg_id, s, false);
     in_streams_.erase(it);
@@ -126,7 +126,7 @@ bool ShmTransport::pull_stalled() {
       continue;
     }
     if (now == Clock::time_point{}) now = Clock::now();
-    if (now - s.since < pull_after_) {
+    if (now - std::max(s.since, p.last_piece) < pull_after_) {
       ++it;
       continue;
     }

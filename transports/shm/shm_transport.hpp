@@ -67,6 +67,9 @@ class ShmTransport final : public Transport {
     bool shares_core = false;  ///< they and this rank cannot run at once (shm_protocol.hpp: then no streaming)
     unsigned logged = 0;       ///< the protocols already logged for messages from them (bit per LargeProtocol)
     StallRate stalls;          ///< how often their streams had to be pulled lately
+    /// Their last piece of any stream: a sender feeds its streams one after another, so a stream waiting its
+    /// turn behind others from the same sender is not stalled while pieces of those keep coming.
+    Clock::time_point last_piece{};
     unsigned stall_skips = 0;  ///< messages taken by CMA because of `stalls`, for the probe every kStallProbeEvery
     bool connected = false;
     /// Whether `out` / `in` are mapped in (Ring::prefault): on first use, not at connect, so that a node of many
@@ -96,7 +99,7 @@ class ShmTransport final : public Transport {
     OpPtr op;
     uint64_t addr;    ///< the payload in the sender's process, for a pull
     bool ack_at_end;  ///< the kCts promised an ack (this rank may pull)
-    Clock::time_point since;  ///< the kCts, or the last piece: a stall is measured from here
+    Clock::time_point since;  ///< the kCts: a stall is measured from here or the sender's last piece
   };
 
   void post(Peer& p, const RecordHeader& h, const void* payload);
