@@ -118,6 +118,11 @@ void ShmTransport::handle(int from, const RecordHeader& h, const char* payload, 
     case RecordKind::kData:
       on_data(from, h, payload);
       return;
+    case RecordKind::kStop: {
+      auto it = sends_.find(h.msg_id);
+      if (it != sends_.end()) it->second.stopped = true;
+      return;
+    }
     case RecordKind::kPad: return;
   }
 }

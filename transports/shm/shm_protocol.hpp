@@ -62,14 +62,19 @@ struct MessageFacts {
 inline constexpr unsigned kStallProbeEvery = 16;
 
 /// The share of a peer's recent streams that had to be pulled, as a moving average over about 8 streams.
+/// High from above one half to below one quarter, so that a peer near the line does not flip at every stream.
 class StallRate {
  public:
-  void record(bool pulled) { rate_ += ((pulled ? 1.0 : 0.0) - rate_) / 8; }
-  bool high() const { return rate_ > 0.5; }
+  void record(bool pulled) {
+    rate_ += ((pulled ? 1.0 : 0.0) - rate_) / 8;
+    high_ = high_ ? rate_ >= 0.25 : rate_ > 0.5;
+  }
+  bool high() const { return high_; }
   double value() const { return rate_; }
 
  private:
   double rate_ = 0;
+  bool high_ = false;
 };
 
 /// Pure: the protocol of one message. Never kCma where CMA is not allowed.

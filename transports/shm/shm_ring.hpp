@@ -19,6 +19,7 @@ enum class RecordKind : uint32_t {
   kCts,        ///< receiver to sender: stream the large message msg_id through the ring; offset 1: the receiver
                ///< may pull the rest itself (CMA) when the stream stalls, so the send completes at its kAck
   kData,       ///< a piece of a streamed message: msg_id, offset, len; payload follows
+  kStop,       ///< receiver to sender: stop streaming msg_id, the receiver reads the rest itself; kAck follows
 };
 
 struct RecordHeader {

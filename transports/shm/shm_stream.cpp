@@ -3,10 +3,12 @@
 //   sender:   feed_streams writes pieces while the ring has room, from its own progress calls.
 // A stream needs the sender to progress. When it does not (descheduled by the scheduler, busy outside dcomm, or
 // asleep in its wait loop: Backoff sleeps after 2 ms without progress, and a sender that posted its message early
-// has been waiting that long), a receiver that may read the sender's memory pulls the rest itself with one
-// process_vm_readv after pull_after() without a piece, and acks. Such a sender therefore completes at the ack, not
-// when its last piece is in the ring (kCts says which), so its buffer stays valid for the pull. Pieces the sender
-// writes after a pull are dropped by the receiver (the stream is gone); the sender stops at the ack.
+// has been waiting that long), a receiver that may read the sender's memory pulls the rest itself after
+// pull_after() without a piece: it tells the sender to stop (kStop), reads the rest with process_vm_readv in
+// kPullPiece pieces, one per progress call, and acks. Such a sender therefore completes at the ack, not when its
+// last piece is in the ring (kCts says which), so its buffer stays valid for the pull.
+// Why pieces, not one read: a rank busy in one long read feeds none of its own streams meanwhile, and its peer,
+// seeing no piece, would pull too - one stall would turn every stream of a two-way exchange into reads.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -27,6 +29,9 @@ namespace {
 // kMinPullAfter, is not progressing.
 constexpr std::chrono::microseconds kMinPullAfter{50};
 constexpr std::chrono::microseconds kPullAfterUnmeasured{200};
+// ~20 us of process_vm_readv at 3.5 GB/s: well inside kMinPullAfter, so the peer keeps seeing pieces of this
+// rank's own streams between them.
+constexpr uint64_t kPullPiece = 64 << 10;
 
 }  // namespace
 
@@ -41,7 +46,7 @@ void ShmTransport::start_stream(int from, const RecordHeader& rts, void* dst, Op
   const bool pullable = p.cma;
   ++counts_.streamed;
   in_streams_.emplace(std::make_pair(from, rts.msg_id),
-                      InStream{static_cast<char*>(dst), rts.bytes, 0, std::move(op), rts.addr, pullable,
+                      InStream{static_cast<char*>(dst), rts.bytes, 0, std::move(op), rts.addr, pullable, false,
                                pullable ? Clock::now() : Clock::time_point{}});
   RecordHeader h;
   h.kind = RecordKind::kCts;
@@ -54,7 +59,7 @@ bool ShmTransport::feed_streams() {
   bool moved = false;
   for (auto it = streams_.begin(); it != streams_.end();) {
     auto s = sends_.find(*it);
-    if (s == sends_.end()) {  // the receiver pulled the rest and acked: nothing left to write
+    if (s == sends_.end() || s->second.stopped) {  // the receiver reads the rest itself
       it = streams_.erase(it);
       continue;
     }
@@ -88,9 +93,12 @@ void ShmTransport::on_data(int from, const RecordHeader& h, const char* payload)
   auto it = in_streams_.find({from, h.msg_id});
   if (it == in_streams_.end()) return;  // pulled already
   InStream& s = it->second;
-  std::memcpy(s.dst + h.offset, payload, h.len);
-  s.got = std::max(s.got, h.offset + h.len);
   if (s.ack_at_end) peer(from).last_piece = Clock::now();
+  // Pieces come in order, but once this rank pulls, the sender's last pieces (written before it saw kStop) may
+  // overlap what was read, or trail it: the bytes are the same, so take what extends [0, got) and drop the rest.
+  if (h.offset > s.got || h.offset + h.len <= s.got) return;
+  std::memcpy(s.dst + h.offset, payload, h.len);
+  s.got = h.offset + h.len;
   if (s.got == s.bytes) {
     finish_stream(from, h.msg_id, s, false);
     in_streams_.erase(it);
@@ -126,31 +134,53 @@ bool ShmTransport::pull_stalled() {
       continue;
     }
     if (now == Clock::time_point{}) now = Clock::now();
-    if (now - std::max(s.since, p.last_piece) < pull_after_) {
+    if (!s.pulling && now - std::max(s.since, p.last_piece) < pull_after_) {
       ++it;
       continue;
     }
-    int err = cma_read(p.info.pid, s.dst + s.got, s.addr + s.got, s.bytes - s.got);
-    if (err == ESRCH) {
-      s.op->fail(std::make_exception_ptr(RemoteError(fmt::format(
-          "shm: recv from rank {} ({}, {} of it streamed): process {} on host {} exited in the middle of the message",
-          from, format_bytes(s.bytes), format_bytes(s.got), p.info.pid, p.info.hostname))));
+    if (pull_piece(from, it->first.second, s)) {
       it = in_streams_.erase(it);
-      continue;
-    }
-    if (err != 0) {
-      // Permission can be lost (a peer that changed credentials): wait for the stream, which still acks.
-      p.cma = false;
+    } else {
       ++it;
-      continue;
     }
-    ++counts_.pulled;
-    s.got = s.bytes;
-    finish_stream(from, it->first.second, s, true);
-    it = in_streams_.erase(it);
     moved = true;
   }
   return moved;
+}
+
+bool ShmTransport::pull_piece(int from, uint64_t msg_id, InStream& s) {
+  Peer& p = peer(from);
+  if (!s.pulling) {
+    s.pulling = true;
+    ++counts_.pulled;
+    RecordHeader h;
+    h.kind = RecordKind::kStop;
+    h.msg_id = msg_id;
+    post(p, h, nullptr);
+  }
+  const uint64_t n = std::min(kPullPiece, s.bytes - s.got);
+  int err = cma_read(p.info.pid, s.dst + s.got, s.addr + s.got, n);
+  if (err == ESRCH) {
+    s.op->fail(std::make_exception_ptr(RemoteError(fmt::format(
+        "shm: recv from rank {} ({}, {} of it in): process {} on host {} exited in the middle of the message",
+        from, format_bytes(s.bytes), format_bytes(s.got), p.info.pid, p.info.hostname))));
+    return true;
+  }
+  if (err != 0) {
+    // Permission can be lost (a peer that changed credentials). The sender has stopped: there is no way to get
+    // the rest, and the mesh turns this into an error that names the peer.
+    p.cma = false;
+    s.op->fail(std::make_exception_ptr(SystemError(
+        fmt::format("shm: recv from rank {} ({}, {} of it in): process_vm_readv of process {} on host {} failed "
+                    "after it stopped streaming; check ptrace permissions or set DCOMM_SHM_CMA=0",
+                    from, format_bytes(s.bytes), format_bytes(s.got), p.info.pid, p.info.hostname),
+        err)));
+    return true;
+  }
+  s.got += n;
+  if (s.got < s.bytes) return false;
+  finish_stream(from, msg_id, s, true);
+  return true;
 }
 
 }  // namespace dcomm::transport::shm

@@ -84,6 +84,7 @@ class ShmTransport final : public Transport {
     uint64_t sent;
     OpPtr op;
     bool ack_at_end = false;  ///< streamed to a receiver that may pull: complete at its kAck, not at the last piece
+    bool stopped = false;     ///< the receiver pulls the rest (kStop): write no more pieces
   };
   struct Held {  ///< an announced message whose payload waits for receive() or discard()
     uint64_t token;
@@ -99,6 +100,7 @@ class ShmTransport final : public Transport {
     OpPtr op;
     uint64_t addr;    ///< the payload in the sender's process, for a pull
     bool ack_at_end;  ///< the kCts promised an ack (this rank may pull)
+    bool pulling;     ///< this rank reads the rest itself, a piece per progress call (the sender was told kStop)
     Clock::time_point since;  ///< the kCts: a stall is measured from here or the sender's last piece
   };
 
@@ -108,6 +110,7 @@ class ShmTransport final : public Transport {
   void start_stream(int from, const RecordHeader& rts, void* dst, OpPtr op);
   void on_data(int from, const RecordHeader& h, const char* payload);
   bool pull_stalled();
+  bool pull_piece(int from, uint64_t msg_id, InStream& s);
   void finish_stream(int from, uint64_t msg_id, InStream& s, bool pulled);
   bool drain(int peer, ArrivalSink& sink);
   void handle(int peer, const RecordHeader& h, const char* payload, ArrivalSink& sink);
