@@ -24,21 +24,24 @@
 namespace dcomm::transport::shm {
 namespace {
 
-// A sender that runs and progresses answers a kCts, or room in the ring, within a few µs, and a piece lands one
-// chunk's copy later (17 µs for 256 KiB at 15 GB/s). One that wrote nothing for four chunks' copies, and at least
-// kMinPullAfter, is not progressing.
-constexpr std::chrono::microseconds kMinPullAfter{50};
-constexpr std::chrono::microseconds kPullAfterUnmeasured{200};
-// ~20 us of process_vm_readv at 3.5 GB/s: well inside kMinPullAfter, so the peer keeps seeing pieces of this
+// The longest quiet spell of a sender that runs and progresses: in a two-way exchange each rank alternates
+// between draining its ring (up to a ring's worth of copies in one go) and feeding its own streams, so its peer
+// may see no piece for a ring and a chunk's copy time (~100 us for 1 MiB + 256 KiB at 13 GB/s). A stall is twice
+// that, and at least kMinPullAfter: with two ranks running on a loaded 2-core machine, bounds of 50 / 150 / 400 /
+// 1000 us pulled 87 / 72 / 32 / 18-30% of ring all_gather's streams and 79 / 23 / 14 / 21% of broadcast's
+// (rough: one run each), so below ~200 us most pulls were not stalls.
+constexpr std::chrono::microseconds kMinPullAfter{200};
+constexpr std::chrono::microseconds kPullAfterUnmeasured{400};
+// ~20 us of process_vm_readv at 3.5 GB/s: far inside kMinPullAfter, so the peer keeps seeing pieces of this
 // rank's own streams between them.
 constexpr uint64_t kPullPiece = 64 << 10;
 
 }  // namespace
 
-std::chrono::microseconds pull_after(const Calibration& cal, uint64_t chunk_bytes) {
+std::chrono::microseconds pull_after(const Calibration& cal, uint64_t chunk_bytes, uint64_t ring_bytes) {
   if (cal.copy_gbps <= 0) return kPullAfterUnmeasured;
-  const auto four_chunks = std::chrono::microseconds(static_cast<long long>(4.0 * chunk_bytes / (cal.copy_gbps * 1e3)));
-  return std::max(kMinPullAfter, four_chunks);
+  const double burst_us = static_cast<double>(ring_bytes + chunk_bytes) / (cal.copy_gbps * 1e3);
+  return std::max(kMinPullAfter, std::chrono::microseconds(static_cast<long long>(2 * burst_us)));
 }
 
 void ShmTransport::start_stream(int from, const RecordHeader& rts, void* dst, OpPtr op) {

@@ -95,7 +95,7 @@ void ShmTransport::connect(Store& store, const std::vector<PeerInfo>& peers, con
   const bool any_cma = std::any_of(connected_.begin(), connected_.end(),
                                    [&](int r) { return peers_[static_cast<std::size_t>(r)].cma; });
   // The measurement (once per process) serves the choice in auto mode and the stall bound of every pull.
-  if (any_cma) pull_after_ = pull_after(calibration(), knobs_.chunk_bytes);
+  if (any_cma) pull_after_ = pull_after(calibration(), knobs_.chunk_bytes, knobs_.ring_bytes);
   log_choices(any_cma);
   // Once every peer has mapped this rank's segment its name can go: the mappings keep the memory, and a crash
   // from here on leaves nothing behind in /dev/shm.

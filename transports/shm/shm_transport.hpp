@@ -34,7 +34,7 @@ struct Knobs {
 };
 
 /// How long a receiver that may pull waits for the next piece of a stream before it pulls the rest.
-std::chrono::microseconds pull_after(const Calibration& cal, uint64_t chunk_bytes);
+std::chrono::microseconds pull_after(const Calibration& cal, uint64_t chunk_bytes, uint64_t ring_bytes);
 
 class ShmTransport final : public Transport {
  public:
