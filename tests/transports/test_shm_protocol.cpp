@@ -155,6 +155,11 @@ TEST_CASE("the stall rate rises with pulled streams and falls with streams that 
   CHECK_FALSE(r.high());  // a few stalls in a row do not switch a peer
   for (int i = 0; i < 5; ++i) r.record(true);
   CHECK(r.high());
-  for (int i = 0; i < 8; ++i) r.record(false);
+  // Hysteresis: a few streams that finish do not switch it back (the rate stays above a quarter)...
+  for (int i = 0; i < 3; ++i) r.record(false);
+  CHECK(r.high());
+  CHECK(r.value() < 0.5);
+  // ...a run of them does.
+  for (int i = 0; i < 5; ++i) r.record(false);
   CHECK_FALSE(r.high());
 }
