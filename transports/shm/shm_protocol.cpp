@@ -55,7 +55,7 @@ Calibration measure() {
 double cma_us(const Calibration& cal, double n) { return cal.cma_call_us + n / (cal.cma_gbps * 1e3); }
 
 double stream_us(const Calibration& cal, double n, double chunk, bool two_way) {
-  return ((two_way ? 2.0 : 1.0) * n + std::min(n, chunk)) / (cal.copy_gbps * 1e3);
+  return ((two_way ? kTwoWayFactor : 1.0) * n + std::min(n, chunk)) / (cal.copy_gbps * 1e3);
 }
 
 }  // namespace

@@ -11,10 +11,17 @@
 // 3) and every large message takes the cheaper one under a simple model (choose()):
 //
 //   cma(n)    = call + n / cma_bw                                  the receiver's read, one syscall
-//   stream(n) = k · n / copy_bw + min(n, chunk) / copy_bw          k = 1 one-way, 2 when this rank is sending large
-//                                                                  messages too (its core copies both ways); the
-//                                                                  second term is the pipeline's fill
+//   stream(n) = k · n / copy_bw + min(n, chunk) / copy_bw          k = 1 one-way, kTwoWayFactor when this rank is
+//                                                                  sending large messages too; the second term is
+//                                                                  the pipeline's fill
 //   stream when stream(n) · 1.25 < cma(n), and the pair does not share a core.
+//
+// Two-way, each core copies both directions (2 copies per byte against one read), and its drains and feeds take
+// turns, so each side sees the other pause for a ring's worth of copying: on this VM, two-way streams lost to CMA
+// (a quiet-machine ring all_reduce at 64 MiB: 58-62 ms streamed against 28-32 ms with CMA; rough loaded runs of
+// all_to_all and all_gather the same way, with 40% of streams stalling), while one-way streams won about 2x
+// (sendrecv, broadcast). kTwoWayFactor = 4 (not the 2 of the copy count) puts two-way traffic on CMA unless CMA is
+// more than 5x slower than memcpy.
 //
 // A pair that shares a core (both ranks bound to one core, or a node running more ranks than cores) takes CMA:
 // a stream needs both ranks running at once, and every full or empty ring would cost a context switch.
@@ -57,6 +64,9 @@ struct MessageFacts {
   bool two_way = false;      ///< this rank has large sends of its own in flight
   bool streams_stall = false;  ///< most recent streams from this peer had to be pulled (auto mode: take CMA)
 };
+
+/// How many one-way copy times a two-way stream is counted at (see the model above).
+inline constexpr double kTwoWayFactor = 4.0;
 
 /// While a peer's streams stall, one message in this many still streams, to notice when they stop stalling.
 inline constexpr unsigned kStallProbeEvery = 16;
