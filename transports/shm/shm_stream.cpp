@@ -4,7 +4,7 @@
 // A stream needs the sender to progress. When it does not (descheduled by the scheduler, busy outside dcomm, or
 // asleep in its wait loop: Backoff sleeps after 2 ms without progress, and a sender that posted its message early
 // has been waiting that long), a receiver that may read the sender's memory pulls the rest itself after
-// pull_after() without a piece: it tells the sender to stop (kStop), reads the rest with process_vm_readv in
+// pull_bounds() without a piece: it tells the sender to stop (kStop), reads the rest with process_vm_readv in
 // kPullPiece pieces, one per progress call, and acks. Such a sender therefore completes at the ack, not when its
 // last piece is in the ring (kCts says which), so its buffer stays valid for the pull.
 // Why pieces, not one read: a rank busy in one long read feeds none of its own streams meanwhile, and its peer,
@@ -24,13 +24,18 @@
 namespace dcomm::transport::shm {
 namespace {
 
-// The longest quiet spell of a sender that runs and progresses: in a two-way exchange each rank alternates
-// between draining its ring (up to a ring's worth of copies in one go) and feeding its own streams, so its peer
-// may see no piece for a ring and a chunk's copy time (~100 us for 1 MiB + 256 KiB at 13 GB/s). A stall is twice
-// that, and at least kMinPullAfter: with two ranks running on a loaded 2-core machine, bounds of 50 / 150 / 400 /
-// 1000 us pulled 87 / 72 / 32 / 18-30% of ring all_gather's streams and 79 / 23 / 14 / 21% of broadcast's
-// (rough: one run each), so below ~200 us most pulls were not stalls.
-constexpr std::chrono::microseconds kMinPullAfter{200};
+// The longest quiet spell of a sender that runs and progresses.
+//   One way, it writes its next piece as soon as the ring has room: a chunk's copy (17 us for 256 KiB at 15 GB/s).
+//     A stall is four of those, and at least kMinPullAfterOneWay.
+//   Two ways, each rank alternates between draining its ring (up to a ring's worth of copies in one go) and
+//     feeding its own streams, so its peer may see no piece for a ring and a chunk's copy (~100 us for 1 MiB +
+//     256 KiB at 13 GB/s). A stall is twice that, and at least kMinPullAfterTwoWay.
+// Rough evidence (a loaded 2-core machine, one run each, streaming forced): bounds of 50 / 150 / 400 / 1000 us
+// pulled 87 / 72 / 32 / 18-30% of ring all_gather's (two-way) streams, and 79 / 23 / 14 / 21% of broadcast's
+// (one-way). Under load most one-way stalls are real (the sender is off its core), and an early pull is what
+// then lets the peer switch to CMA (StallRate) instead of paying the bound on every message.
+constexpr std::chrono::microseconds kMinPullAfterOneWay{50};
+constexpr std::chrono::microseconds kMinPullAfterTwoWay{200};
 constexpr std::chrono::microseconds kPullAfterUnmeasured{400};
 // ~20 us of process_vm_readv at 3.5 GB/s: far inside kMinPullAfter, so the peer keeps seeing pieces of this
 // rank's own streams between them.
@@ -38,19 +43,22 @@ constexpr uint64_t kPullPiece = 64 << 10;
 
 }  // namespace
 
-std::chrono::microseconds pull_after(const Calibration& cal, uint64_t chunk_bytes, uint64_t ring_bytes) {
-  if (cal.copy_gbps <= 0) return kPullAfterUnmeasured;
-  const double burst_us = static_cast<double>(ring_bytes + chunk_bytes) / (cal.copy_gbps * 1e3);
-  return std::max(kMinPullAfter, std::chrono::microseconds(static_cast<long long>(2 * burst_us)));
+PullBounds pull_bounds(const Calibration& cal, uint64_t chunk_bytes, uint64_t ring_bytes) {
+  if (cal.copy_gbps <= 0) return {kPullAfterUnmeasured, kPullAfterUnmeasured};
+  auto us = [&](double bytes) { return std::chrono::microseconds(static_cast<long long>(bytes / (cal.copy_gbps * 1e3))); };
+  return {std::max(kMinPullAfterOneWay, us(4.0 * chunk_bytes)),
+          std::max(kMinPullAfterTwoWay, us(2.0 * (ring_bytes + chunk_bytes)))};
 }
 
 void ShmTransport::start_stream(int from, const RecordHeader& rts, void* dst, OpPtr op) {
   Peer& p = peer(from);
   const bool pullable = p.cma;
   ++counts_.streamed;
+  // Large sends of this rank's own in flight: its drains and feeds take turns (the longer bound).
+  const auto bound = sends_.empty() ? pull_bounds_.one_way : pull_bounds_.two_way;
   in_streams_.emplace(std::make_pair(from, rts.msg_id),
                       InStream{static_cast<char*>(dst), rts.bytes, 0, std::move(op), rts.addr, pullable, false,
-                               pullable ? Clock::now() : Clock::time_point{}});
+                               pullable ? Clock::now() : Clock::time_point{}, bound});
   RecordHeader h;
   h.kind = RecordKind::kCts;
   h.msg_id = rts.msg_id;
@@ -137,7 +145,7 @@ bool ShmTransport::pull_stalled() {
       continue;
     }
     if (now == Clock::time_point{}) now = Clock::now();
-    if (!s.pulling && now - std::max(s.since, p.last_piece) < pull_after_) {
+    if (!s.pulling && now - std::max(s.since, p.last_piece) < s.stall_bound) {
       ++it;
       continue;
     }

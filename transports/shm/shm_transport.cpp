@@ -95,7 +95,7 @@ void ShmTransport::connect(Store& store, const std::vector<PeerInfo>& peers, con
   const bool any_cma = std::any_of(connected_.begin(), connected_.end(),
                                    [&](int r) { return peers_[static_cast<std::size_t>(r)].cma; });
   // The measurement (once per process) serves the choice in auto mode and the stall bound of every pull.
-  if (any_cma) pull_after_ = pull_after(calibration(), knobs_.chunk_bytes, knobs_.ring_bytes);
+  if (any_cma) pull_bounds_ = pull_bounds(calibration(), knobs_.chunk_bytes, knobs_.ring_bytes);
   log_choices(any_cma);
   // Once every peer has mapped this rank's segment its name can go: the mappings keep the memory, and a crash
   // from here on leaves nothing behind in /dev/shm.
@@ -131,8 +131,9 @@ void ShmTransport::log_choices(bool any_cma) const {
   };
   DCOMM_INFO("shm rank {}: measured {}; large messages stream {} one way, {} both ways, else take cross-memory "
              "attach (ranks sharing a core always do; DCOMM_SHM_PROTOCOL=cma|stream forces one); a stream with no "
-             "piece for {} us is pulled",
-             ctx_.self.rank, describe(cal), from(false), from(true), pull_after_.count());
+             "piece for {} us ({} us when sending too) is pulled",
+             ctx_.self.rank, describe(cal), from(false), from(true), pull_bounds_.one_way.count(),
+             pull_bounds_.two_way.count());
 }
 
 std::string ShmTransport::peer_failure(int rank) {

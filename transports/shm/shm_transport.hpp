@@ -33,8 +33,13 @@ struct Knobs {
   static Knobs from_env();
 };
 
-/// How long a receiver that may pull waits for the next piece of a stream before it pulls the rest.
-std::chrono::microseconds pull_after(const Calibration& cal, uint64_t chunk_bytes, uint64_t ring_bytes);
+/// How long a receiver that may pull waits for the next piece of a stream before it pulls the rest: one way, and
+/// when it is sending large messages too (shm_stream.cpp).
+struct PullBounds {
+  std::chrono::microseconds one_way{0};
+  std::chrono::microseconds two_way{0};
+};
+PullBounds pull_bounds(const Calibration& cal, uint64_t chunk_bytes, uint64_t ring_bytes);
 
 class ShmTransport final : public Transport {
  public:
@@ -102,6 +107,7 @@ class ShmTransport final : public Transport {
     bool ack_at_end;  ///< the kCts promised an ack (this rank may pull)
     bool pulling;     ///< this rank reads the rest itself, a piece per progress call (the sender was told kStop)
     Clock::time_point since;  ///< the kCts: a stall is measured from here or the sender's last piece
+    std::chrono::microseconds stall_bound;  ///< no piece for this long: pull the rest (PullBounds)
   };
 
   void post(Peer& p, const RecordHeader& h, const void* payload);
@@ -136,7 +142,7 @@ class ShmTransport final : public Transport {
   struct {  ///< large messages received, by protocol, for the log at close (what the choice did in a run)
     uint64_t cma = 0, streamed = 0, pulled = 0;
   } counts_;
-  std::chrono::microseconds pull_after_{0};  ///< a stream with no piece for this long is pulled (shm_stream.cpp)
+  PullBounds pull_bounds_;  ///< a stream with no piece for this long is pulled (shm_stream.cpp)
   uint64_t next_msg_id_ = 1;
   uint64_t next_token_ = 1;
   bool closed_ = false;
