@@ -173,8 +173,9 @@ bool ShmTransport::pull_piece(int from, uint64_t msg_id, InStream& s) {
   int err = cma_read(p.info.pid, s.dst + s.got, s.addr + s.got, n);
   if (err == ESRCH) {
     s.op->fail(std::make_exception_ptr(RemoteError(fmt::format(
-        "shm: recv from rank {} ({}, {} of it in): process {} on host {} exited in the middle of the message",
-        from, format_bytes(s.bytes), format_bytes(s.got), p.info.pid, p.info.hostname))));
+        "shm: recv from rank {} ({}, {} of it in): process {} (rank {}) on host {} exited in the middle of the "
+        "message; check rank {}'s log",
+        from, format_bytes(s.bytes), format_bytes(s.got), p.info.pid, from, p.info.hostname, from))));
     return true;
   }
   if (err != 0) {
