@@ -71,9 +71,9 @@ void MeshImpl::wait(Request& r, const Deadline& deadline, std::string_view what)
     }
     if (r.op->done()) break;
     if (dead) {
-      fail_wait(make_error(dead->code, fmt::format("{}: {} failed after {}: {}; check rank {}'s log", what,
-                                                   describe(r), format_duration(deadline.elapsed()), dead->text,
-                                                   dead->rank)));
+      fail_wait(make_error(dead->code, fmt::format("{}: {} failed after {} (timeout {}): {}; check rank {}'s log",
+                                                   what, describe(r), format_duration(deadline.elapsed()),
+                                                   format_duration(deadline.timeout()), dead->text, dead->rank)));
     }
     if (++polls % kClockEvery == 0 && deadline.expired()) {
       std::string peer_hint = r.peer == kAnySource
@@ -152,9 +152,10 @@ void MeshImpl::wait_until(bool (*ready)(const void* arg), std::string (*awaited)
     }
     if (ready(arg)) return;
     if (dead) {
-      fail_wait(make_error(dead->code, fmt::format("{}: waiting for {} failed after {}: {}; check rank {}'s log", what,
-                                                   awaited(arg), format_duration(deadline.elapsed()), dead->text,
-                                                   dead->rank)));
+      fail_wait(make_error(dead->code,
+                           fmt::format("{}: waiting for {} failed after {} (timeout {}): {}; check rank {}'s log", what,
+                                       awaited(arg), format_duration(deadline.elapsed()),
+                                       format_duration(deadline.timeout()), dead->text, dead->rank)));
     }
     if (polls % kClockEvery == 0 && deadline.expired()) {
       fail_wait(make_error(

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "tests/transports/conformance.hpp"
+#include "transports/shm/shm_transport.hpp"
 
 namespace dcomm::test {
 
@@ -43,9 +44,20 @@ void ping_pong(Mesh& m, RankLog& log) {
   }
 }
 
-// Every rank sends every size to every rank, itself included: 0, 1, odd, around pages and chunks.
+// Every rank sends every size to every rank, itself included: 0, 1, odd, around pages and chunks, and at the
+// shm transport's boundaries as its knobs set them now (the eager limit, exactly one chunk, past the ring).
+std::vector<std::size_t> size_list() {
+  const auto k = transport::shm::Knobs::from_env();
+  std::set<std::size_t> s = {0, 1, 7, 255, 4097, 65537, (1u << 20) + 3, (3u << 20) + 5};
+  for (uint64_t v : {k.eager_bytes, k.eager_bytes + 1, k.chunk_bytes - 1, k.chunk_bytes, k.chunk_bytes + 1,
+                     2 * k.chunk_bytes + 1, k.ring_bytes + 1}) {
+    s.insert(static_cast<std::size_t>(v));
+  }
+  return {s.begin(), s.end()};
+}
+
 void sizes(Mesh& m, RankLog& log) {
-  const std::vector<std::size_t> kSizes = {0, 1, 7, 255, 4097, 65537, (1u << 20) + 3, (3u << 20) + 5};
+  static const std::vector<std::size_t> kSizes = size_list();
   std::vector<std::vector<uint8_t>> in, out;
   std::vector<std::pair<RequestPtr, std::size_t>> recvs;
   std::vector<RequestPtr> sends;

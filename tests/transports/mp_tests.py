@@ -4,7 +4,11 @@
 usage: mp_tests.py DCOMM_RUN MP_TRANSPORTS CASE
   conformance_N   N ranks over shm: every rank exits 0
   conformance_streamed_N   the same without CMA and with small rings and chunks
+  conformance_cma_N / conformance_stream_N   large messages forced to one protocol (DCOMM_SHM_PROTOCOL)
+  conformance_mixed_N   rank 1 refuses cross-memory attach, the others are forced to use it where they may
   staged_peer_killed_N   peer_killed with rank 0's message staged from (fake) device memory
+  stream_peer_killed_N   peer_killed with the dead rank receiving through the ring: it dies mid-stream
+  stream_sender_killed_N   the dead rank is the one streaming (to rank 0, which may be pulling the rest)
   staging_N       N ranks over shm: device buffers (the fake stager's) staged over the host transport
   staging_ucx_N   the same over ucx (meson adds it only when the build has ucx)
   peer_killed_N   N ranks; the last kills itself (SIGKILL) while rank 0 sends to it: every survivor fails
@@ -58,8 +62,18 @@ def conformance_streamed(nproc):
                         "DCOMM_SHM_CHUNK_BYTES": "16000"})
 
 
-def peer_killed(nproc, mode="peer_killed"):
-    r = run(nproc, mode)
+def conformance_protocol(nproc, protocol):
+    conformance(nproc, {"DCOMM_SHM_PROTOCOL": protocol})
+
+
+def conformance_mixed(nproc):
+    # Rank 1 may not read anyone (it streams every large message it receives); the others read rank 1 and each
+    # other by CMA. Each receiver picks alone, so the group needs no agreement.
+    conformance(nproc, {"DCOMM_SHM_PROTOCOL": "cma", "MP_DENY_CMA_RANK": "1"})
+
+
+def peer_killed(nproc, mode="peer_killed", extra_env=None):
+    r = run(nproc, mode, extra_env)
     dead = nproc - 1
     host = socket.gethostname()
     if r.returncode == 0:
@@ -73,6 +87,8 @@ def peer_killed(nproc, mode="peer_killed"):
             fail(f"rank {rank} noticed the death after {seconds} s", r)
         if f"rank {dead}" not in text or host not in text or "exited" not in text:
             fail(f"rank {rank}'s error does not name rank {dead}, host {host} and the exit: {text}", r)
+    if mode == "stream_peer_killed" and "dies mid-stream" not in r.stdout:
+        fail(f"rank {dead} did not die in the middle of the stream", r)
 
 
 if __name__ == "__main__":
@@ -80,6 +96,13 @@ if __name__ == "__main__":
     name, nproc = CASE.rsplit("_", 1)
     cases = {"conformance": conformance, "conformance_streamed": conformance_streamed, "peer_killed": peer_killed,
              "staging": staging, "staging_ucx": staging_ucx,
-             "staged_peer_killed": lambda n: peer_killed(n, "staged_peer_killed")}
+             "staged_peer_killed": lambda n: peer_killed(n, "staged_peer_killed"),
+             "conformance_cma": lambda n: conformance_protocol(n, "cma"),
+             "conformance_stream": lambda n: conformance_protocol(n, "stream"),
+             "conformance_mixed": conformance_mixed,
+             # No CMA: a receiver that may read the sender pulls a stalled stream whole, and might finish before it dies.
+             "stream_peer_killed": lambda n: peer_killed(n, "stream_peer_killed",
+                                                         {"DCOMM_SHM_PROTOCOL": "stream", "DCOMM_SHM_CMA": "0"}),
+             "stream_sender_killed": lambda n: peer_killed(n, "stream_sender_killed", {"DCOMM_SHM_PROTOCOL": "stream"})}
     cases[name](int(nproc))
     print(f"{CASE}: passed")

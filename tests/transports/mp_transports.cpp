@@ -6,13 +6,19 @@
 //   staging      every rank runs the staging cases (device buffers staged over the host transport), with the fake
 //                stager standing in for CUDA; exit 0 when all pass.
 //   staged_peer_killed  the same with rank 0's message staged from (fake) device memory.
+//   stream_peer_killed  the last rank receives a 64 MiB message from rank 0 through the ring (DCOMM_SHM_PROTOCOL=
+//                stream, DCOMM_SHM_CMA=0) and kills itself once some of it has arrived: rank 0 is mid-stream.
+//   stream_sender_killed  the other way: the last rank streams 64 MiB to rank 0 (CMA allowed, so rank 0 may be
+//                pulling the rest) and kills itself part way.
 //   bench        rank 0 and 1: 8-byte ping-pong latency and 16 MiB bandwidth (a measurement, not a test).
-// The transport is whatever DCOMM_TRANSPORT says (the tests force shm).
+// The transport is whatever DCOMM_TRANSPORT says (the tests force shm). MP_DENY_CMA_RANK=r makes rank r refuse
+// cross-memory attach (DCOMM_SHM_CMA=0 in its environment only): the others may still read its memory.
 #include <fmt/format.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include <dcomm/error.hpp>
@@ -65,12 +71,38 @@ int staging(Mesh& m, const dcomm::test::FakeStager& stager) {
   return log.failures.empty() ? kExitPass : kExitFail;
 }
 
-int peer_killed(Mesh& m, bool staged) {
+enum class Dies { kIdle, kReceivingStream, kSendingStream };
+
+int peer_killed(Mesh& m, bool staged, Dies how = Dies::kIdle) {
+  const bool midstream = how == Dies::kReceivingStream;
   const int dead = m.size() - 1;
   // staged: rank 0's message is a "device" buffer (the fake stager's), so it is mid-staging when the peer dies.
   const dcomm::Device dev = staged ? dcomm::Device::cuda(0) : dcomm::Device::host();
   const std::size_t kBytes = 64u << 20;
   std::vector<uint8_t> buf(kBytes, static_cast<uint8_t>(m.rank() + 1));
+  if (m.rank() == dead && midstream) {
+    // Receive until part of rank 0's message is in, then die: rank 0 is left feeding a ring nobody drains.
+    auto r = m.irecv(0, 1, buf.data(), kBytes, dev);
+    bool done = false;
+    for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+         std::chrono::steady_clock::now() < until && buf[0] != 1 && !done;) {
+      done = m.test(*r);
+    }
+    std::printf("rank %d dies %s\n", m.rank(),
+                done ? "after the whole message came" : buf[0] == 1 ? "mid-stream" : "before the first chunk came");
+    std::fflush(stdout);
+    ::raise(SIGKILL);
+  }
+  if (m.rank() == dead && how == Dies::kSendingStream) {
+    // Stream a message to rank 0 for a moment, then die with it half sent: rank 0 is mid-stream or mid-pull.
+    auto s = m.isend(0, 1, buf.data(), kBytes, dev);
+    for (auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(5);
+         std::chrono::steady_clock::now() < until && !m.test(*s);) {
+    }
+    std::printf("rank %d dies sending\n", m.rank());
+    std::fflush(stdout);
+    ::raise(SIGKILL);
+  }
   if (m.rank() == dead) {
     // Post a receive for rank 0's large message and a small send, then die without progressing either: rank
     // 0's send is announced but never pulled or acknowledged.
@@ -80,7 +112,9 @@ int peer_killed(Mesh& m, bool staged) {
     ::raise(SIGKILL);
   }
   // Rank 0 is mid-send to the dead rank; rank 1 (in worlds of 3) waits for anyone's message.
-  dcomm::transport::RequestPtr req = m.rank() == 0 ? m.isend(dead, 1, buf.data(), kBytes, dev)
+  dcomm::transport::RequestPtr req = m.rank() == 0 && how == Dies::kSendingStream
+                                         ? m.irecv(dead, 1, buf.data(), kBytes, dev)
+                                     : m.rank() == 0 ? m.isend(dead, 1, buf.data(), kBytes, dev)
                                                    : m.irecv(dcomm::kAnySource, 2, buf.data(), kBytes);
   auto start = std::chrono::steady_clock::now();
   try {
@@ -145,12 +179,17 @@ int bench(Mesh& m) {
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "conformance";
   // A survivor must outlive dcomm-run's SIGTERM to the group after a rank dies, long enough to report.
-  if (mode == "peer_killed" || mode == "staged_peer_killed") {
+  const bool kill_case = mode == "peer_killed" || mode == "staged_peer_killed" || mode == "stream_peer_killed" ||
+                         mode == "stream_sender_killed";
+  if (kill_case) {
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
     sigprocmask(SIG_BLOCK, &set, nullptr);
   }
+  const char* deny = std::getenv("MP_DENY_CMA_RANK");
+  const char* rank = std::getenv("RANK");
+  if (deny != nullptr && rank != nullptr && std::string(deny) == rank) setenv("DCOMM_SHM_CMA", "0", 1);
   try {
     auto boot = dcomm::rdzv::bootstrap(dcomm::InitOptions{});
     // The kill case stages in 1 MiB chunks, as real stagers do (4 MiB): chunks above the transport's eager limit
@@ -160,11 +199,13 @@ int main(int argc, char** argv) {
     auto mesh = join(boot, stager);
     int rc = mode == "conformance" ? conformance(*mesh) : mode == "peer_killed" ? peer_killed(*mesh, false)
              : mode == "staged_peer_killed" ? peer_killed(*mesh, true)
+             : mode == "stream_peer_killed" ? peer_killed(*mesh, false, Dies::kReceivingStream)
+             : mode == "stream_sender_killed" ? peer_killed(*mesh, false, Dies::kSendingStream)
              : mode == "bench"     ? bench(*mesh)
              : mode == "staging"   ? staging(*mesh, *stager)
                                    : (std::fprintf(stderr, "unknown mode %s\n", mode.c_str()), kExitFail);
     // Every rank finishes its cases before any closes: an early exit looks like a failed peer to the others.
-    if (mode != "peer_killed" && mode != "staged_peer_killed") {
+    if (!kill_case) {
       boot.store->set(fmt::format("done/{}", mesh->rank()), std::string("1"));
       std::vector<std::string> keys;
       for (int r = 0; r < mesh->size(); ++r) keys.push_back(fmt::format("done/{}", r));

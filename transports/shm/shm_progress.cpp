@@ -7,6 +7,7 @@
 
 #include <dcomm/error.hpp>
 
+#include "common/log.hpp"
 #include "transports/shm/shm_cma.hpp"
 #include "transports/shm/shm_transport.hpp"
 
@@ -58,40 +59,13 @@ void ShmTransport::isend(int to, uint64_t tag, const void* data, std::size_t byt
   post(p, h, nullptr);
 }
 
-bool ShmTransport::feed_streams() {
-  bool moved = false;
-  for (auto it = streams_.begin(); it != streams_.end();) {
-    auto s = sends_.find(*it);
-    OutMessage& m = s->second;
-    Peer& p = peer(m.peer);
-    while (m.sent < m.bytes && p.backlog.empty()) {
-      RecordHeader h;
-      h.kind = RecordKind::kData;
-      h.msg_id = s->first;
-      h.bytes = m.bytes;
-      h.offset = m.sent;
-      h.len = std::min(knobs_.chunk_bytes, m.bytes - m.sent);
-      if (!p.out.try_write(h, m.data + m.sent)) break;
-      m.sent += h.len;
-      moved = true;
-    }
-    if (m.sent == m.bytes) {
-      m.op->complete(m.bytes);
-      sends_.erase(s);
-      it = streams_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  return moved;
-}
-
 bool ShmTransport::progress(ArrivalSink& sink) {
   if (closed_) return false;
   bool moved = false;
   for (int r : connected_) moved = flush_backlog(peer(r)) || moved;
   moved = feed_streams() || moved;
   for (int r : connected_) moved = drain(r, sink) || moved;
+  if (!in_streams_.empty()) moved = pull_stalled() || moved;
   return moved;
 }
 
@@ -134,19 +108,19 @@ void ShmTransport::handle(int from, const RecordHeader& h, const char* payload, 
       sends_.erase(it);
       return;
     }
-    case RecordKind::kCts:
-      if (sends_.count(h.msg_id) != 0) streams_.push_back(h.msg_id);
+    case RecordKind::kCts: {
+      auto it = sends_.find(h.msg_id);
+      if (it == sends_.end()) return;
+      it->second.ack_at_end = h.offset != 0;
+      streams_.push_back(h.msg_id);
       return;
-    case RecordKind::kData: {
-      auto it = in_streams_.find({from, h.msg_id});
-      if (it == in_streams_.end()) return;
-      InStream& s = it->second;
-      std::memcpy(s.dst + h.offset, payload, h.len);
-      s.got += h.len;
-      if (s.got == s.bytes) {
-        s.op->complete(s.bytes);
-        in_streams_.erase(it);
-      }
+    }
+    case RecordKind::kData:
+      on_data(from, h, payload);
+      return;
+    case RecordKind::kStop: {
+      auto it = sends_.find(h.msg_id);
+      if (it != sends_.end()) it->second.stopped = true;
       return;
     }
     case RecordKind::kPad: return;
@@ -180,9 +154,10 @@ void ShmTransport::receive(const Incoming& msg, void* dst, const Device& /*devic
     op->complete(held.h.len);
     return;
   }
-  if (p.cma) {
+  if (p.cma && protocol_for(held.peer, held.h) == LargeProtocol::kCma) {
     int err = cma_read(p.info.pid, dst, held.h.addr, held.h.bytes);
     if (err == 0) {
+      ++counts_.cma;
       ack(held.peer, held.h.msg_id);
       op->complete(held.h.bytes);
       return;
@@ -196,12 +171,29 @@ void ShmTransport::receive(const Incoming& msg, void* dst, const Device& /*devic
     // Permission can be lost (a peer that changed credentials): stream from now on.
     p.cma = false;
   }
-  in_streams_.emplace(std::make_pair(held.peer, held.h.msg_id),
-                      InStream{static_cast<char*>(dst), held.h.bytes, 0, std::move(op)});
-  RecordHeader h;
-  h.kind = RecordKind::kCts;
-  h.msg_id = held.h.msg_id;
-  post(p, h, nullptr);
+  start_stream(held.peer, held.h, dst, std::move(op));
+}
+
+LargeProtocol ShmTransport::protocol_for(int from, const RecordHeader& h) {
+  Peer& p = peer(from);
+  MessageFacts m;
+  m.bytes = h.bytes;
+  m.chunk_bytes = knobs_.chunk_bytes;
+  m.cma_allowed = p.cma;
+  m.shares_core = p.shares_core;
+  // Large sends of this rank's own in flight: its core will copy its outgoing stream too.
+  m.two_way = !sends_.empty();
+  m.streams_stall = p.stalls.high() && ++p.stall_skips % kStallProbeEvery != 0;
+  const bool measured = knobs_.protocol == ProtocolMode::kAuto && p.cma && !p.shares_core;
+  LargeProtocol choice = choose(knobs_.protocol, measured ? calibration() : Calibration{}, m);
+  const unsigned bit = 1u << static_cast<unsigned>(choice);
+  if ((p.logged & bit) == 0) {
+    p.logged |= bit;
+    DCOMM_INFO("shm rank {}: first {} message from rank {}: {} ({}{})", ctx_.self.rank,
+               choice == LargeProtocol::kCma ? "single-copy" : "streamed", from, to_string(choice),
+               format_bytes(h.bytes), m.two_way ? ", sending too" : "");
+  }
+  return choice;
 }
 
 void ShmTransport::discard(const Incoming& msg) {

@@ -16,8 +16,10 @@ enum class RecordKind : uint32_t {
   kEager,      ///< a small message; payload follows
   kRts,        ///< a large message: tag, bytes, msg_id, and the sender's address for CMA
   kAck,        ///< receiver to sender: the large message msg_id was read or discarded; the send is complete
-  kCts,        ///< receiver to sender: stream the large message msg_id through the ring (no CMA)
+  kCts,        ///< receiver to sender: stream the large message msg_id through the ring; offset 1: the receiver
+               ///< may pull the rest itself (CMA) when the stream stalls, so the send completes at its kAck
   kData,       ///< a piece of a streamed message: msg_id, offset, len; payload follows
+  kStop,       ///< receiver to sender: stop streaming msg_id, the receiver reads the rest itself; kAck follows
 };
 
 struct RecordHeader {

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -13,6 +14,7 @@
 #include "common/env.hpp"
 #include "common/process.hpp"
 #include "common/log.hpp"
+#include "transports/placement.hpp"
 #include "transports/shm/shm_cma.hpp"
 #include "transports/store_keys.hpp"
 
@@ -39,6 +41,7 @@ Knobs Knobs::from_env() {
   k.ring_bytes = (positive_knob("DCOMM_SHM_RING_BYTES", kDefaultRingBytes, kMinRingBytes) + kRecordAlign - 1) /
                  kRecordAlign * kRecordAlign;
   k.cma = env::get_bool("DCOMM_SHM_CMA", true);
+  k.protocol = protocol_mode_from_env();
   uint64_t max_payload = k.ring_bytes / 2 - kRecordAlign;
   if (k.eager_bytes > max_payload || k.chunk_bytes > max_payload) {
     throw InvalidUsageError(fmt::format(
@@ -88,11 +91,49 @@ void ShmTransport::connect(Store& store, const std::vector<PeerInfo>& peers, con
     p.connected = true;
     connected_.push_back(info.rank);
   }
+  mark_shared_cores(peers);
+  const bool any_cma = std::any_of(connected_.begin(), connected_.end(),
+                                   [&](int r) { return peers_[static_cast<std::size_t>(r)].cma; });
+  // The measurement (once per process) serves the choice in auto mode and the stall bound of every pull.
+  if (any_cma) pull_bounds_ = pull_bounds(calibration(), knobs_.chunk_bytes, knobs_.ring_bytes);
+  log_choices(any_cma);
   // Once every peer has mapped this rank's segment its name can go: the mappings keep the memory, and a crash
   // from here on leaves nothing behind in /dev/shm.
   store.set(rank_key("mapped", ctx_.self.rank), std::string("1"));
   wait_for_ranks(store, "mapped", ranks, deadline, what, "map this rank's shm segment", ctx_.failures);
   mine_.unlink();
+}
+
+void ShmTransport::mark_shared_cores(const std::vector<PeerInfo>& peers) {
+  // A node that runs more ranks than its cores (transports/placement.hpp) shares them all round; otherwise a pair
+  // shares a core only when both are bound to the same single one.
+  std::vector<PeerInfo> node{ctx_.self};
+  node.insert(node.end(), peers.begin(), peers.end());
+  const bool node_shares = shares_cores(node, 0);
+  for (const auto& info : peers) {
+    const auto& a = ctx_.self.cpus;
+    const auto& b = info.cpus;
+    peer(info.rank).shares_core = node_shares || (a.size() == 1 && b.size() == 1 && a[0] == b[0]);
+  }
+}
+
+void ShmTransport::log_choices(bool any_cma) const {
+  if (!any_cma || knobs_.protocol != ProtocolMode::kAuto) {
+    DCOMM_INFO("shm rank {}: large messages (over {}) {}", ctx_.self.rank, format_bytes(knobs_.eager_bytes),
+               !any_cma ? "stream through the ring (no cross-memory attach)"
+                        : fmt::format("take {} (DCOMM_SHM_PROTOCOL)", to_string(knobs_.protocol)));
+    return;
+  }
+  const Calibration& cal = calibration();
+  auto from = [&](bool two_way) {
+    uint64_t n = stream_threshold(cal, knobs_.eager_bytes + 1, knobs_.chunk_bytes, two_way);
+    return n == 0 ? std::string("never") : fmt::format("from {}", format_bytes(n));
+  };
+  DCOMM_INFO("shm rank {}: measured {}; large messages stream {} one way, {} both ways, else take cross-memory "
+             "attach (ranks sharing a core always do; DCOMM_SHM_PROTOCOL=cma|stream forces one); a stream with no "
+             "piece for {} us ({} us when sending too) is pulled",
+             ctx_.self.rank, describe(cal), from(false), from(true), pull_bounds_.one_way.count(),
+             pull_bounds_.two_way.count());
 }
 
 std::string ShmTransport::peer_failure(int rank) {
@@ -115,6 +156,11 @@ std::exception_ptr ShmTransport::closed_error(const char* what) const {
 void ShmTransport::close() noexcept {
   if (closed_) return;
   closed_ = true;
+  if (counts_.cma + counts_.streamed != 0) {
+    DCOMM_INFO("shm rank {}: received {} large messages by cross-memory attach, {} streamed ({} of them finished by a "
+               "pull after the sender stalled)",
+               ctx_.self.rank, counts_.cma, counts_.streamed, counts_.pulled);
+  }
   if (mine_.header() != nullptr) mine_.header()->closed.store(1, std::memory_order_release);
   for (auto& [id, m] : sends_) m.op->fail(closed_error("a send"));
   for (auto& [key, s] : in_streams_) s.op->fail(closed_error("a receive"));

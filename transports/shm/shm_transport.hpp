@@ -2,9 +2,12 @@
 // The shm transport: processes (or threads) of one node.
 //   small messages (<= DCOMM_SHM_EAGER_BYTES): copied into the per-pair ring, completed at once;
 //   large messages: the sender announces the message and its address (kRts). Once the receive is matched, the
-//     receiver copies it with one process_vm_readv and acks (kAck); where CMA is not allowed it asks (kCts) and
-//     the sender streams it through the ring in DCOMM_SHM_CHUNK_BYTES pieces (kData), the ring acting as the
-//     pipelined buffer. The sender's op completes at the ack, or when the last piece is in the ring.
+//     receiver picks the protocol of this message (shm_protocol.hpp: measured, per message): it copies it with one
+//     process_vm_readv and acks (kAck), or asks (kCts) and the sender streams it through the ring in
+//     DCOMM_SHM_CHUNK_BYTES pieces (kData), the ring acting as the pipelined buffer (shm_stream.cpp). A stream
+//     stalls when the sender does not feed it (descheduled, busy outside dcomm, asleep in its wait); where the
+//     receiver may read the sender's memory it then pulls the rest with one process_vm_readv. The sender's op
+//     completes at the ack, or - where the receiver cannot pull - when the last piece is in the ring.
 // Records that find the ring full wait in a per-peer backlog, so the order per peer never changes.
 // Setup and teardown are in shm_transport.cpp, the message path in shm_progress.cpp.
 
@@ -14,6 +17,7 @@
 #include <vector>
 
 #include "transports/registry.hpp"
+#include "transports/shm/shm_protocol.hpp"
 #include "transports/shm/shm_segment.hpp"
 
 namespace dcomm::transport::shm {
@@ -22,11 +26,20 @@ struct Knobs {
   uint64_t eager_bytes;
   uint64_t chunk_bytes;
   uint64_t ring_bytes;
-  bool cma;
-  /// From DCOMM_SHM_EAGER_BYTES, DCOMM_SHM_CHUNK_BYTES, DCOMM_SHM_RING_BYTES, DCOMM_SHM_CMA; throws
+  bool cma;               ///< DCOMM_SHM_CMA=0: never read a peer's memory
+  ProtocolMode protocol;  ///< DCOMM_SHM_PROTOCOL: auto, or force cma / stream for large messages
+  /// From DCOMM_SHM_EAGER_BYTES, DCOMM_SHM_CHUNK_BYTES, DCOMM_SHM_RING_BYTES, DCOMM_SHM_CMA, DCOMM_SHM_PROTOCOL; throws
   /// InvalidUsageError naming the variable when they do not fit together.
   static Knobs from_env();
 };
+
+/// How long a receiver that may pull waits for the next piece of a stream before it pulls the rest: one way, and
+/// when it is sending large messages too (shm_stream.cpp).
+struct PullBounds {
+  std::chrono::microseconds one_way{0};
+  std::chrono::microseconds two_way{0};
+};
+PullBounds pull_bounds(const Calibration& cal, uint64_t chunk_bytes, uint64_t ring_bytes);
 
 class ShmTransport final : public Transport {
  public:
@@ -56,6 +69,13 @@ class ShmTransport final : public Transport {
     Ring in;      ///< where they write to this rank (in this rank's segment)
     std::deque<Backlogged> backlog;
     bool cma = false;  ///< this rank may read their memory
+    bool shares_core = false;  ///< they and this rank cannot run at once (shm_protocol.hpp: then no streaming)
+    unsigned logged = 0;       ///< the protocols already logged for messages from them (bit per LargeProtocol)
+    StallRate stalls;          ///< how often their streams had to be pulled lately
+    /// Their last piece of any stream: a sender feeds its streams one after another, so a stream waiting its
+    /// turn behind others from the same sender is not stalled while pieces of those keep coming.
+    Clock::time_point last_piece{};
+    unsigned stall_skips = 0;  ///< messages taken by CMA because of `stalls`, for the probe every kStallProbeEvery
     bool connected = false;
     /// Whether `out` / `in` are mapped in (Ring::prefault): on first use, not at connect, so that a node of many
     /// ranks commits memory only for the pairs that talk.
@@ -68,6 +88,8 @@ class ShmTransport final : public Transport {
     uint64_t bytes;
     uint64_t sent;
     OpPtr op;
+    bool ack_at_end = false;  ///< streamed to a receiver that may pull: complete at its kAck, not at the last piece
+    bool stopped = false;     ///< the receiver pulls the rest (kStop): write no more pieces
   };
   struct Held {  ///< an announced message whose payload waits for receive() or discard()
     uint64_t token;
@@ -79,16 +101,29 @@ class ShmTransport final : public Transport {
   struct InStream {  ///< a large receive being streamed into `dst`
     char* dst;
     uint64_t bytes;
-    uint64_t got;
+    uint64_t got;  ///< pieces arrive in order: [0, got) is in
     OpPtr op;
+    uint64_t addr;    ///< the payload in the sender's process, for a pull
+    bool ack_at_end;  ///< the kCts promised an ack (this rank may pull)
+    bool pulling;     ///< this rank reads the rest itself, a piece per progress call (the sender was told kStop)
+    Clock::time_point since;  ///< the kCts: a stall is measured from here or the sender's last piece
+    std::chrono::microseconds stall_bound;  ///< no piece for this long: pull the rest (PullBounds)
   };
 
   void post(Peer& p, const RecordHeader& h, const void* payload);
   bool flush_backlog(Peer& p);
   bool feed_streams();
+  void start_stream(int from, const RecordHeader& rts, void* dst, OpPtr op);
+  void on_data(int from, const RecordHeader& h, const char* payload);
+  bool pull_stalled();
+  bool pull_piece(int from, uint64_t msg_id, InStream& s);
+  void finish_stream(int from, uint64_t msg_id, InStream& s, bool pulled);
   bool drain(int peer, ArrivalSink& sink);
   void handle(int peer, const RecordHeader& h, const char* payload, ArrivalSink& sink);
   void ack(int peer, uint64_t msg_id);
+  LargeProtocol protocol_for(int from, const RecordHeader& h);
+  void log_choices(bool any_cma) const;
+  void mark_shared_cores(const std::vector<PeerInfo>& peers);
   std::deque<Held>::iterator find_held(uint64_t token);
   Peer& peer(int rank) { return peers_[static_cast<std::size_t>(rank)]; }
   std::exception_ptr closed_error(const char* what) const;
@@ -104,6 +139,10 @@ class ShmTransport final : public Transport {
   /// received as it is announced, or in arrival order later), with none of a map's allocation per message.
   std::deque<Held> held_;
   std::map<std::pair<int, uint64_t>, InStream> in_streams_;
+  struct {  ///< large messages received, by protocol, for the log at close (what the choice did in a run)
+    uint64_t cma = 0, streamed = 0, pulled = 0;
+  } counts_;
+  PullBounds pull_bounds_;  ///< a stream with no piece for this long is pulled (shm_stream.cpp)
   uint64_t next_msg_id_ = 1;
   uint64_t next_token_ = 1;
   bool closed_ = false;

@@ -1,0 +1,167 @@
+// The shm transport's choice of protocol for large messages (transports/shm/shm_protocol.hpp): the pure rule, on
+// made-up machines, and the measurement on this one; and a stream whose sender stops progressing, which the
+// receiver must finish by itself (transports/shm/shm_stream.cpp).
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+
+#include <dcomm/error.hpp>
+
+#include "tests/transports/world.hpp"
+#include "transports/shm/shm_protocol.hpp"
+
+using namespace dcomm::transport::shm;
+
+namespace {
+
+constexpr uint64_t kChunk = 256 << 10;
+constexpr uint64_t kMiB = 1 << 20;
+
+// This project's VM: process_vm_readv at a fifth of memcpy.
+Calibration slow_cma() { return {15.0, 3.0, 1.5}; }
+// A machine where the kernel's copy runs near memcpy.
+Calibration fast_cma() { return {15.0, 13.0, 1.0}; }
+
+MessageFacts facts(uint64_t bytes, bool two_way = false) {
+  MessageFacts m;
+  m.bytes = bytes;
+  m.chunk_bytes = kChunk;
+  m.cma_allowed = true;
+  m.two_way = two_way;
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("where CMA is slow, one-way large messages stream; where it is fast, they stay single-copy", "[shm]") {
+  const Calibration very_slow{15.0, 2.0, 1.5};  // CMA 7.5x slower: even two-way traffic streams
+  for (uint64_t n : {uint64_t{64 << 10}, kChunk, 4 * kMiB, 64 * kMiB}) {
+    INFO(n << " bytes");
+    CHECK(choose(ProtocolMode::kAuto, slow_cma(), facts(n)) == LargeProtocol::kStream);
+    CHECK(choose(ProtocolMode::kAuto, slow_cma(), facts(n, true)) == LargeProtocol::kCma);
+    CHECK(choose(ProtocolMode::kAuto, very_slow, facts(n, true)) == LargeProtocol::kStream);
+    CHECK(choose(ProtocolMode::kAuto, fast_cma(), facts(n)) == LargeProtocol::kCma);
+    CHECK(choose(ProtocolMode::kAuto, fast_cma(), facts(n, true)) == LargeProtocol::kCma);
+  }
+}
+
+TEST_CASE("a rank that sends too streams only where CMA is more than 5x slower", "[shm]") {
+  const Calibration mid{15.0, 6.0, 1.0};  // copy 2.5x CMA: wins one way (1.25 margin), not both ways (4 x 1.25)
+  CHECK(choose(ProtocolMode::kAuto, mid, facts(16 * kMiB)) == LargeProtocol::kStream);
+  CHECK(choose(ProtocolMode::kAuto, mid, facts(16 * kMiB, true)) == LargeProtocol::kCma);
+  CHECK(stream_threshold(mid, 16385, kChunk, false) != 0);
+  CHECK(stream_threshold(mid, 16385, kChunk, true) == 0);
+}
+
+TEST_CASE("a message of one chunk pays both copies in turn", "[shm]") {
+  // Copy 1.5x CMA: a one-way stream of many chunks overlaps its copies and wins; one chunk cannot overlap.
+  const Calibration c{15.0, 8.0, 0.5};
+  CHECK(choose(ProtocolMode::kAuto, c, facts(kChunk)) == LargeProtocol::kCma);
+  CHECK(choose(ProtocolMode::kAuto, c, facts(64 * kMiB)) == LargeProtocol::kStream);
+  const uint64_t from = stream_threshold(c, 16385, kChunk, false);
+  CHECK(from > kChunk);
+  CHECK(choose(ProtocolMode::kAuto, c, facts(from)) == LargeProtocol::kStream);
+  CHECK(choose(ProtocolMode::kAuto, c, facts(from / 2)) == LargeProtocol::kCma);
+}
+
+TEST_CASE("ranks that share a core never stream by choice; forcing and refusal win over the measurement", "[shm]") {
+  MessageFacts shared = facts(64 * kMiB);
+  shared.shares_core = true;
+  CHECK(choose(ProtocolMode::kAuto, slow_cma(), shared) == LargeProtocol::kCma);
+  CHECK(choose(ProtocolMode::kStream, slow_cma(), shared) == LargeProtocol::kStream);
+  CHECK(choose(ProtocolMode::kCma, slow_cma(), facts(64 * kMiB)) == LargeProtocol::kCma);
+  CHECK(choose(ProtocolMode::kStream, fast_cma(), facts(64 * kMiB)) == LargeProtocol::kStream);
+  // A peer whose streams keep stalling: CMA by choice, still streams when forced.
+  MessageFacts stalling = facts(64 * kMiB);
+  stalling.streams_stall = true;
+  CHECK(choose(ProtocolMode::kAuto, slow_cma(), stalling) == LargeProtocol::kCma);
+  CHECK(choose(ProtocolMode::kStream, slow_cma(), stalling) == LargeProtocol::kStream);
+  // Not measured (calibration failed): CMA, the protocol that needs only the receiver.
+  CHECK(choose(ProtocolMode::kAuto, Calibration{}, facts(64 * kMiB)) == LargeProtocol::kCma);
+  // CMA not allowed to this peer: every mode streams.
+  MessageFacts refused = facts(64 * kMiB);
+  refused.cma_allowed = false;
+  for (ProtocolMode mode : {ProtocolMode::kAuto, ProtocolMode::kCma, ProtocolMode::kStream}) {
+    CHECK(choose(mode, fast_cma(), refused) == LargeProtocol::kStream);
+  }
+}
+
+TEST_CASE("the measurement on this machine gives numbers, and DCOMM_SHM_PROTOCOL is parsed strictly", "[shm]") {
+  const Calibration& c = calibration();
+  CHECK(c.copy_gbps > 0.01);
+  CHECK(c.cma_gbps >= 0);  // 0 where the kernel refuses process_vm_readv altogether
+  CHECK(&calibration() == &c);
+  ::setenv("DCOMM_SHM_PROTOCOL", "stream", 1);
+  CHECK(protocol_mode_from_env() == ProtocolMode::kStream);
+  ::setenv("DCOMM_SHM_PROTOCOL", "cma", 1);
+  CHECK(protocol_mode_from_env() == ProtocolMode::kCma);
+  ::setenv("DCOMM_SHM_PROTOCOL", "auto", 1);
+  CHECK(protocol_mode_from_env() == ProtocolMode::kAuto);
+  ::setenv("DCOMM_SHM_PROTOCOL", "fast", 1);
+  CHECK_THROWS_AS(protocol_mode_from_env(), dcomm::InvalidUsageError);
+  ::unsetenv("DCOMM_SHM_PROTOCOL");
+  CHECK(protocol_mode_from_env() == ProtocolMode::kAuto);
+}
+
+TEST_CASE("a receiver finishes a stream whose sender stopped progressing, with the right bytes", "[shm]") {
+  // Streaming forced, cross-memory attach allowed (ranks are threads: a process may always read itself).
+  ::setenv("DCOMM_SHM_PROTOCOL", "stream", 1);
+  ::setenv("DCOMM_SHM_CMA", "1", 1);
+  // The sender sleeps this long without calling into its mesh: far more than the receiver needs on a loaded
+  // machine to notice the stall (200 us) and pull the rest.
+  constexpr auto kSenderAway = std::chrono::milliseconds(1500);
+  struct Round {
+    std::size_t bytes;
+    std::chrono::milliseconds feed;  ///< how long the sender progresses before it stops: 0, or part of the stream
+  };
+  for (Round round : {Round{(std::size_t{3} << 20) + 5, std::chrono::milliseconds(0)},
+                      Round{(std::size_t{32} << 20) + 3, std::chrono::milliseconds(2)},
+                      Round{std::size_t{256} << 10, std::chrono::milliseconds(0)}}) {
+    INFO(round.bytes << " bytes, sender progressing for " << round.feed.count() << " ms first");
+    std::atomic<bool> back{false};
+    auto failures = dcomm::test::run_world("shm", 2, [&](dcomm::transport::Mesh& m, dcomm::test::RankLog& log) {
+      const uint64_t salt = round.bytes + static_cast<uint64_t>(round.feed.count());
+      if (m.rank() == 0) {
+        auto out = dcomm::test::make_payload(0, 1, salt, round.bytes);
+        auto s = m.isend(1, 3, out.data(), out.size());
+        for (auto until = std::chrono::steady_clock::now() + round.feed; std::chrono::steady_clock::now() < until;) {
+          m.test(*s);
+        }
+        std::this_thread::sleep_for(kSenderAway);
+        back = true;
+        dcomm::test::wait_ok(m, *s, log, "send");
+        return;
+      }
+      std::vector<uint8_t> in(round.bytes);
+      auto r = m.irecv(0, 3, in.data(), in.size());
+      if (dcomm::test::wait_ok(m, *r, log, "recv")) {
+        log.expect(!back, "the receive completed only once the sender progressed again");
+        dcomm::test::check_payload(log, in, r->received, 0, 1, salt, round.bytes, "recv");
+      }
+    });
+    for (const auto& f : failures) UNSCOPED_INFO(f);
+    CHECK(failures.empty());
+  }
+  ::unsetenv("DCOMM_SHM_PROTOCOL");
+  ::unsetenv("DCOMM_SHM_CMA");
+}
+
+TEST_CASE("the stall rate rises with pulled streams and falls with streams that finish", "[shm]") {
+  StallRate r;
+  CHECK_FALSE(r.high());
+  for (int i = 0; i < 3; ++i) r.record(true);
+  CHECK_FALSE(r.high());  // a few stalls in a row do not switch a peer
+  for (int i = 0; i < 5; ++i) r.record(true);
+  CHECK(r.high());
+  // Hysteresis: a few streams that finish do not switch it back (the rate stays above a quarter)...
+  for (int i = 0; i < 3; ++i) r.record(false);
+  CHECK(r.high());
+  CHECK(r.value() < 0.5);
+  // ...a run of them does.
+  for (int i = 0; i < 5; ++i) r.record(false);
+  CHECK_FALSE(r.high());
+}

@@ -1,0 +1,123 @@
+#include "transports/shm/shm_protocol.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include <dcomm/error.hpp>
+
+#include "common/env.hpp"
+#include "transports/shm/shm_cma.hpp"
+
+namespace dcomm::transport::shm {
+namespace {
+
+constexpr std::size_t kCalibrationBytes = std::size_t{2} << 20;
+constexpr int kCalibrationRounds = 3;
+// Streaming must win by this much: it needs both ranks running (and the sender progressing), CMA only the receiver.
+constexpr double kStreamMargin = 1.25;
+constexpr uint64_t kLargestSize = uint64_t{1} << 30;
+
+using Seconds = std::chrono::duration<double>;
+
+template <class F>
+double best_seconds(F&& f) {
+  double best = 1e30;
+  for (int i = 0; i < kCalibrationRounds; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    f();
+    best = std::min(best, Seconds(std::chrono::steady_clock::now() - t0).count());
+  }
+  return std::max(best, 1e-9);
+}
+
+Calibration measure() {
+  std::vector<char> src(kCalibrationBytes), dst(kCalibrationBytes);
+  // Touch both first: neither copy should pay the page faults of fresh memory.
+  std::memset(src.data(), 0x5a, src.size());
+  std::memset(dst.data(), 0, dst.size());
+  Calibration c;
+  const double bytes = static_cast<double>(kCalibrationBytes);
+  c.copy_gbps = bytes / best_seconds([&] { std::memcpy(dst.data(), src.data(), src.size()); }) / 1e9;
+  const pid_t self = ::getpid();
+  const auto addr = reinterpret_cast<uint64_t>(src.data());
+  if (cma_read(self, dst.data(), addr, 8) != 0) return c;  // no CMA here at all: cma_gbps stays 0
+  c.cma_call_us = best_seconds([&] { (void)cma_read(self, dst.data(), addr, 8); }) * 1e6;
+  c.cma_gbps = bytes / best_seconds([&] { (void)cma_read(self, dst.data(), addr, src.size()); }) / 1e9;
+  return c;
+}
+
+double cma_us(const Calibration& cal, double n) { return cal.cma_call_us + n / (cal.cma_gbps * 1e3); }
+
+double stream_us(const Calibration& cal, double n, double chunk, bool two_way) {
+  return ((two_way ? kTwoWayFactor : 1.0) * n + std::min(n, chunk)) / (cal.copy_gbps * 1e3);
+}
+
+}  // namespace
+
+ProtocolMode protocol_mode_from_env() {
+  auto v = env::get("DCOMM_SHM_PROTOCOL");
+  if (!v || v->empty() || *v == "auto") return ProtocolMode::kAuto;
+  if (*v == "cma") return ProtocolMode::kCma;
+  if (*v == "stream") return ProtocolMode::kStream;
+  throw InvalidUsageError(fmt::format("DCOMM_SHM_PROTOCOL={} is not one of auto, cma, stream", *v));
+}
+
+const char* to_string(ProtocolMode m) {
+  switch (m) {
+    case ProtocolMode::kAuto: return "auto";
+    case ProtocolMode::kCma: return "cma";
+    case ProtocolMode::kStream: return "stream";
+  }
+  return "?";
+}
+
+const char* to_string(LargeProtocol p) { return p == LargeProtocol::kCma ? "cma" : "stream"; }
+
+const Calibration& calibration() {
+  static std::once_flag once;
+  static Calibration cal;
+  std::call_once(once, [] { cal = measure(); });
+  return cal;
+}
+
+LargeProtocol choose(ProtocolMode mode, const Calibration& cal, const MessageFacts& m) {
+  if (!m.cma_allowed) return LargeProtocol::kStream;
+  switch (mode) {
+    case ProtocolMode::kCma: return LargeProtocol::kCma;
+    case ProtocolMode::kStream: return LargeProtocol::kStream;
+    case ProtocolMode::kAuto: break;
+  }
+  if (m.shares_core || m.streams_stall || cal.cma_gbps <= 0 || cal.copy_gbps <= 0) return LargeProtocol::kCma;
+  const auto n = static_cast<double>(m.bytes);
+  return stream_us(cal, n, static_cast<double>(m.chunk_bytes), m.two_way) * kStreamMargin < cma_us(cal, n)
+             ? LargeProtocol::kStream
+             : LargeProtocol::kCma;
+}
+
+uint64_t stream_threshold(const Calibration& cal, uint64_t from, uint64_t chunk_bytes, bool two_way) {
+  MessageFacts m;
+  m.chunk_bytes = chunk_bytes;
+  m.cma_allowed = true;
+  m.two_way = two_way;
+  uint64_t n = 1;
+  while (n < from) n *= 2;
+  for (; n <= kLargestSize; n *= 2) {
+    m.bytes = n;
+    if (choose(ProtocolMode::kAuto, cal, m) == LargeProtocol::kStream) return n;
+  }
+  return 0;
+}
+
+std::string describe(const Calibration& cal) {
+  if (cal.cma_gbps <= 0) return fmt::format("copy {:.1f} GB/s, process_vm_readv not allowed", cal.copy_gbps);
+  return fmt::format("copy {:.1f} GB/s, process_vm_readv {:.1f} GB/s + {:.2f} us a call", cal.copy_gbps,
+                     cal.cma_gbps, cal.cma_call_us);
+}
+
+}  // namespace dcomm::transport::shm
