@@ -7,8 +7,9 @@
 //   mapped while the group lives.
 //   A call runs in rounds of at most kShmRoundBytes, each in the half (round parity) not used by the round before:
 //   1. Each rank copies the parts of its input that the others reduce (slice q of P, for every q != r) into its
-//      own window. Barrier (dissemination over the mesh; in the first round, with the call check on, the check's
-//      own rounds, so the call pays no separate check).
+//      own window, with non-temporal stores (the others read those lines next). Barrier (dissemination over the
+//      mesh; in the first round, with the call check on, the check's own rounds, so the call pays no separate
+//      check).
 //   2. Rank r reduces slice r in cache-sized pieces, in rank order, from its own input and the others' windows,
 //      into slice r of its own window, and (where it receives the result) copies each piece on into its output.
 //      Barrier.
