@@ -30,7 +30,11 @@
 // when its turn comes) gets CMA, with one message in kStallProbeEvery streamed to see whether that has passed.
 // Streaming also needs the sender to progress (it feeds the ring from its own wait loop), while CMA needs only
 // the receiver: the 1.25 margin leans toward the protocol that depends on one rank.
-// DCOMM_SHM_PROTOCOL=cma|stream forces either (tests, benchmarks); DCOMM_SHM_CMA=0 forbids CMA altogether.
+// The choice is opt-in (DCOMM_SHM_PROTOCOL=auto): by default every large message takes CMA, because on the quiet VM
+// auto was bimodal run to run (sendrecv 0.49-0.54x MPI's time from 1 MiB in one run, 1.0-1.3x in the next once
+// its streams were pulled, and 2-3.8x at 64-256 KiB; cma 0.92-1.23x in the same runs). DCOMM_SHM_PROTOCOL=stream
+// forces streaming (tests, benchmarks); DCOMM_SHM_CMA=0 forbids CMA altogether, and then every large message
+// streams.
 
 #include <cstdint>
 #include <string>
@@ -40,7 +44,7 @@ namespace dcomm::transport::shm {
 enum class ProtocolMode { kAuto, kCma, kStream };
 enum class LargeProtocol { kCma, kStream };
 
-/// DCOMM_SHM_PROTOCOL: auto (default), cma or stream; throws InvalidUsageError naming the variable otherwise.
+/// DCOMM_SHM_PROTOCOL: cma (default), auto or stream; throws InvalidUsageError naming the variable otherwise.
 ProtocolMode protocol_mode_from_env();
 const char* to_string(ProtocolMode m);
 const char* to_string(LargeProtocol p);
