@@ -189,8 +189,14 @@ void ShmPipe::take(const Context& c, int from, std::size_t bytes, std::size_t k,
   use(l.piece_at(w, s), k * piece, len);
   // The sequence lock's second read: the piece was not rewritten while it was read (only ever with counts that
   // drifted apart; see put()).
+#if defined(__SANITIZE_THREAD__)
+  // ThreadSanitizer does not model fences (GCC refuses them under -fsanitize=thread): a read-modify-write with
+  // release order keeps the piece's reads before the second read of the stamp the same way.
+  if (h.stamp.fetch_add(0, std::memory_order_acq_rel) != stamp) throw disagree();
+#else
   std::atomic_thread_fence(std::memory_order_acquire);
   if (h.stamp.load(std::memory_order_relaxed) != stamp) throw disagree();
+#endif
   // The reads are done: the producer may reuse the slot.
   Layout::ack(w, lane, c.rank(), size_).store(stamp, std::memory_order_release);
 }
