@@ -106,9 +106,14 @@ void MeshImpl::wait(Request& r, const Deadline& deadline, std::string_view what)
     if (e.code() == ErrorCode::kInvalidUsage) {
       std::rethrow_exception(make_error(e.code(), fmt::format("{}: {}", what, e.what())));
     }
-    fail_wait(make_error(e.code(), fmt::format("{}: {}", what, explain_op_failure(r, e.what()))));
+    // Named like a dead peer's wait above: the request (peer, transport, bytes), how long it ran and its timeout.
+    fail_wait(make_error(e.code(), fmt::format("{}: {} failed after {} (timeout {}): {}", what, describe(r),
+                                               format_duration(deadline.elapsed()),
+                                               format_duration(deadline.timeout()), explain_op_failure(r, e.what()))));
   } catch (const std::exception& e) {
-    fail_wait(make_error(ErrorCode::kInternal, fmt::format("{}: {}: {}", what, describe(r), e.what())));
+    fail_wait(make_error(ErrorCode::kInternal, fmt::format("{}: {} failed after {} (timeout {}): {}", what,
+                                                           describe(r), format_duration(deadline.elapsed()),
+                                                           format_duration(deadline.timeout()), e.what())));
   }
 }
 
