@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <dcomm/error.hpp>
 #include <dcomm/store.hpp>
 #include <thread>
 
@@ -79,6 +80,22 @@ ScopedEnv::~ScopedEnv() {
   } else {
     ::unsetenv(name_.c_str());
   }
+}
+
+std::string invalid_message(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const InvalidUsageError& e) {
+    return e.what();
+  }
+  return "(no InvalidUsageError)";
+}
+
+coll::GroupView fake_view(int rank, int size) {
+  coll::GroupView v;
+  v.rank = rank;
+  v.size = size;
+  return v;
 }
 
 }  // namespace dcomm::test

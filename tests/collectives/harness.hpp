@@ -2,6 +2,7 @@
 // Threads as ranks over the loopback transport, for the collectives tests. Rank threads record failures and
 // result digests; only the main thread asserts (Catch2 is not thread-safe).
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -32,6 +33,15 @@ std::vector<std::string> summarize(const std::vector<RankRecord>& records);
 
 /// FNV-1a over bytes.
 uint64_t digest(const void* data, std::size_t bytes);
+
+/// A call's deadline in the tests: long enough for a loaded machine, short enough to end a hung test.
+inline Deadline soon() { return Deadline::after(std::chrono::seconds(60)); }
+
+/// The message of the InvalidUsageError that `f` throws, or "(no InvalidUsageError)".
+std::string invalid_message(const std::function<void()>& f);
+
+/// A view of rank `rank` of `size` with no mesh: for validation and pricing only.
+coll::GroupView fake_view(int rank, int size);
 
 /// Sets an environment variable for the scope (tests of DCOMM_* knobs), restoring it afterwards.
 class ScopedEnv {

@@ -11,10 +11,9 @@
 
 using namespace dcomm;
 using namespace dcomm::coll;
+using test::soon;
 
 namespace {
-
-Deadline soon() { return Deadline::after(std::chrono::seconds(60)); }
 
 // Rank r's input at index i: distinct per rank and index, exact in float32 sums.
 float input(int rank, std::size_t i) { return static_cast<float>(1 + rank * 100 + static_cast<int>(i % 97)); }
