@@ -36,6 +36,10 @@ class UcxEndpoints {
 
   /// Waits (bounded by `deadline`) for the peers' addresses and creates an endpoint to each.
   void connect(Store& store, const std::vector<PeerInfo>& peers, const Deadline& deadline);
+  /// Finishes UCX's wire-up of every endpoint before any real traffic (ucx_wireup.cpp says why): an empty hello
+  /// each way with every peer. Collective among the connected ranks; bounded by `deadline`; throws
+  /// RemoteError naming the peer when one fails, TimeoutError naming the ranks that never answered.
+  void wire_up(const Deadline& deadline, const std::function<void()>& progress);
   /// The endpoint to `peer`, or null when it was never connected.
   ucp_ep_h ep(int peer) const;
   /// Why `peer` is unreachable ("UCX reported Endpoint timeout"), or empty while it looks healthy. No syscall.

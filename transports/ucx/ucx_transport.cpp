@@ -65,6 +65,7 @@ void UcxTransport::connect(Store& store, const std::vector<PeerInfo>& peers, con
     rdzv::wait_watching_failures(store, keys, deadline, ctx_.failures, fmt::format("ucx connect {}", who()));
   }
   endpoints_->connect(store, peers, deadline);
+  endpoints_->wire_up(deadline, [this] { worker_->progress(); });
   DCOMM_DEBUG("ucx: {} connected to {} peer(s)", who(), peers.size());
 }
 
