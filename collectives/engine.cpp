@@ -11,6 +11,7 @@
 #include <new>
 
 #include "collectives/call_check.hpp"
+#include "collectives/call_shape.hpp"
 #include "collectives/context.hpp"
 #include "collectives/reduce.hpp"
 #include "collectives/selector.hpp"
@@ -44,21 +45,18 @@ class EngineImpl final : public Engine {
 
   void run(const Args& args, const std::string& algorithm, const Deadline& deadline, uint64_t seq,
            std::string_view found) override {
-    std::string problem(found);
-    if (problem.empty()) problem = call_problem(args, view_);
-    const Algorithm* algo = nullptr;
-    if (problem.empty()) {
-      try {
-        algo = &selector_.choose(args, view_, algorithm);
-      } catch (const InvalidUsageError& e) {
-        problem = e.what();
-      }
+    // A call of the last valid call's shape (repeat_) takes what the engine derived from the shape alone; any other
+    // call is validated and chosen for in full. Either way its descriptor goes through the call check below, so a
+    // rank whose call differs from the others' is caught alike (the cache is this rank's, never the group's).
+    const CallShape shape = CallShape::of(args);
+    const uint64_t generation = selector_.generation();
+    if (!found.empty() || !algorithm.empty() || !shape.cacheable || !repeat_.algo || !(repeat_.shape == shape) ||
+        repeat_.generation != generation) {
+      learn(args, algorithm, deadline, seq, found, shape, generation);
     }
-    if (!problem.empty()) refuse(args, deadline, seq, problem);
+    const Algorithm* algo = repeat_.algo;
     if (args.chosen_algorithm != nullptr) args.chosen_algorithm->store(algo->name, std::memory_order_relaxed);
-    PerAlgorithm& mine = per_algorithm_[algorithm_index(*algo)];  // runs are serialised per group, so no lock
-    if (mine.what.empty()) mine.what = fmt::format("{}[{}] rank {}/{}", to_string(args.coll), algo->name, view_.rank,
-                                                   view_.size);
+    PerAlgorithm& mine = *repeat_.mine;
     Context ctx(args, view_, deadline, seq, mine.what, chunk_bytes_);
     ctx.state = &mine.state;
     // Memory is taken before the check, so that a rank that cannot have it tells every rank in the check instead
@@ -78,12 +76,8 @@ class EngineImpl final : public Engine {
       }
     }
     const bool check = check_calls_ && view_.size > 1;
-    CallDescriptor call;
-    if (check) call = describe_call(args, algo->name);
-    // On a group with slots only the slot algorithms carry the check themselves: the others' first exchanges go by
-    // messages, where a rank whose call differs would never meet them.
-    const bool fused = algo->fuses_check && (view_.slots == nullptr || algo->uses_slots);
-    if (check && (!fused || moves_nothing(args))) {
+    const CallDescriptor& call = repeat_.call;
+    if (check && (!repeat_.fused || moves_nothing(args))) {
       check_calls_match(ctx, &call);
     } else if (check) {
       ctx.call = &call;  // the algorithm's first exchange carries the check
@@ -141,6 +135,40 @@ class EngineImpl final : public Engine {
     if (a.red.op == ReduceOp::kAvg) divide_by(out.data, out.count, c.dtype(), c.size(), c.device());
   }
 
+  // The full path of run() for a call whose shape is not repeat_'s (or that names an algorithm, or came with a
+  // problem): validates it and chooses its algorithm; a call this rank cannot run is refused (throws). A valid
+  // call's shape and what follows from it become repeat_; one that names its algorithm is not remembered as a
+  // repeat (its shape alone does not decide the algorithm).
+  void learn(const Args& args, const std::string& algorithm, const Deadline& deadline, uint64_t seq,
+             std::string_view found, const CallShape& shape, uint64_t generation) {
+    repeat_.algo = nullptr;
+    std::string problem(found);
+    if (problem.empty()) problem = call_problem(args, view_);
+    const Algorithm* algo = nullptr;
+    if (problem.empty()) {
+      try {
+        algo = &selector_.choose(args, view_, algorithm);
+      } catch (const InvalidUsageError& e) {
+        problem = e.what();
+      }
+    }
+    if (!problem.empty()) refuse(args, deadline, seq, problem);
+    PerAlgorithm& mine = per_algorithm_[algorithm_index(*algo)];  // runs are serialised per group, so no lock
+    if (mine.what.empty()) mine.what = fmt::format("{}[{}] rank {}/{}", to_string(args.coll), algo->name, view_.rank,
+                                                   view_.size);
+    repeat_.shape = shape;
+    repeat_.generation = generation;
+    repeat_.mine = &mine;
+    repeat_.call = describe_call(args, algo->name);
+    // On a group with slots only the slot algorithms carry the check themselves: the others' first exchanges go by
+    // messages, where a rank whose call differs would never meet them.
+    repeat_.fused = algo->fuses_check && (view_.slots == nullptr || algo->uses_slots);
+    repeat_.algo = algo;
+    // Named algorithms and premul_sum's scale (which validation checks, and the shape leaves out) are never
+    // repeats: the next call goes the full way again.
+    if (!algorithm.empty() || !shape.cacheable) repeat_.shape = CallShape{};
+  }
+
   // A call this rank cannot run: it takes part in the call check marked invalid (check_calls_match throws the
   // same error on every rank), or, with the check off, throws here alone.
   [[noreturn]] void refuse(const Args& args, const Deadline& deadline, uint64_t seq, const std::string& problem) const {
@@ -169,11 +197,23 @@ class EngineImpl final : public Engine {
     std::string what;  // "all_reduce[ring] rank 2/4", built on the algorithm's first call
   };
 
+  // The last valid call's shape and what the engine derived from it (CallShape: what validation, the choice and
+  // the descriptor read of a call). algo null: none yet (or the last call was refused).
+  struct Repeat {
+    CallShape shape;
+    uint64_t generation = 0;  ///< the selector's overrides when it was chosen
+    const Algorithm* algo = nullptr;
+    PerAlgorithm* mine = nullptr;
+    CallDescriptor call;
+    bool fused = false;  ///< the algorithm's first exchange carries the check
+  };
+
   GroupView view_;
   std::size_t chunk_bytes_;
   bool check_calls_;
   Selector selector_;
   std::vector<PerAlgorithm> per_algorithm_{algorithm_table().size()};
+  Repeat repeat_;
 };
 
 // Collective: the group's shared-memory slots, or null (slots.hpp).

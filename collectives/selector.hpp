@@ -35,6 +35,8 @@ class Selector {
   const Algorithm& choose(const Args& args, const GroupView& view, const std::string& requested) const;
   std::string explain(Collective c, std::size_t bytes, const GroupView& view) const;
   const CostParams& params() const { return params_; }
+  /// Changes with every set_override(): a choice remembered under another generation may be stale.
+  uint64_t generation() const { return overrides_generation_.load(std::memory_order_acquire); }
 
  private:
   /// What a choice depends on besides the group: calls of one shape get the same algorithm, so the choice is

@@ -230,3 +230,84 @@ TEST_CASE("stabilize: noisy probes give the same parameters and the same choices
     }
   }
 }
+
+TEST_CASE("a call that repeats the last one's shape but for its count, dtype or root is still caught",
+          "[collectives][slots]") {
+  // The engine reuses what it derived from the last call's shape (collectives/call_shape.hpp): a call that differs
+  // in one field only must not pass for a repeat, whether the odd rank changes and the others repeat, or the
+  // others change and the odd rank repeats. Every rank raises the mismatch naming the odd rank, and the calls
+  // after it (the old shape again) give the serial reference's result.
+  static std::vector<int32_t> ints(8, 3);
+  struct Odd {
+    const char* name;
+    Collective coll;
+    std::function<void(Args&)> change;
+    const char* changed_first;  // the difference as the error states it when the odd rank's call is the changed one
+    const char* repeated_first;  // ... and when the odd rank's is the repeated one
+    bool both_ways;              // a rooted call: only the odd rank changes (else both would only send and return)
+    std::vector<int> sizes;
+  };
+  const std::vector<Odd> cases = {
+      {"count", Collective::kAllReduce, [](Args& a) { a.send.count = a.recv.count = 3; }, "count 3 vs 2",
+       "count 2 vs 3", true, {2, 3, 5}},
+      {"dtype", Collective::kAllReduce,
+       [](Args& a) { a.send = Buffer(ints.data(), 2), a.recv = Buffer(ints.data() + 4, 2); }, "dtype int32 vs float32",
+       "dtype float32 vs int32", true, {2, 3, 5}},
+      {"root", Collective::kReduce, [](Args& a) { a.root = 1; }, "root 1 vs 0", "", false, {2}},
+  };
+  for (const char* transport : {"loopback", "shm"}) {
+    for (const Odd& m : cases) {
+      for (int size : m.sizes) {
+        for (bool odd_changes : {true, false}) {
+          if (!odd_changes && !m.both_ways) continue;
+          auto records = test::run_group(
+              size,
+              [&](const GroupView& view, test::RankRecord& rec) {
+                auto engine = Engine::create(view);
+                std::vector<float> x(4), y(4);
+                for (std::size_t i = 0; i < x.size(); ++i) x[i] = input(view.rank, i);
+                auto base = [&] {
+                  Args a;
+                  a.coll = m.coll;
+                  a.send = Buffer(x.data(), 2);
+                  a.recv = Buffer(y.data(), 2);
+                  return a;
+                };
+                auto repeat = [&](uint64_t seq) {
+                  std::fill(y.begin(), y.end(), -1.0f);
+                  engine->run(base(), "", soon(), seq);
+                  if (m.coll == Collective::kReduce && view.rank != 0) return;
+                  for (std::size_t i = 0; i < 2; ++i) {
+                    float want = 0;
+                    for (int q = 0; q < view.size; ++q) want += input(q, i);
+                    if (y[i] != want) rec.failures.push_back(fmt::format("call #{} element {}: {} vs {}", seq, i, y[i], want));
+                  }
+                };
+                for (uint64_t seq = 0; seq < 3; ++seq) repeat(seq);
+                const int odd = view.size - 1;
+                Args a = base();
+                if ((view.rank == odd) == odd_changes) m.change(a);
+                try {
+                  engine->run(a, "", soon(), 3);
+                  rec.failures.push_back(std::string(m.name) + ": mismatch not detected");
+                } catch (const InvalidUsageError& e) {
+                  const std::string w = e.what();
+                  const char* expect = odd_changes ? m.changed_first : m.repeated_first;
+                  if (w.find(fmt::format("rank {} called", odd)) == std::string::npos ||
+                      w.find(expect) == std::string::npos) {
+                    rec.failures.push_back(std::string(m.name) + ": unhelpful message: " + w);
+                  }
+                }
+                repeat(4);  // in step, on the old shape again
+                repeat(5);
+              },
+              transport);
+          auto failures = test::summarize(records);
+          INFO(transport << " P=" << size << " " << m.name << (odd_changes ? " (odd rank changes)" : " (others change)")
+                         << ": " << (failures.empty() ? "" : failures.front()));
+          CHECK(failures.empty());
+        }
+      }
+    }
+  }
+}
