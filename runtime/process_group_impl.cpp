@@ -145,7 +145,7 @@ WorkPtr ProcessGroupImpl::post_p2p(bool is_send, const Buffer& buf, int peer, in
   return work;
 }
 
-WorkPtr ProcessGroupImpl::submit(coll::Args args, const CollectiveOptions& opts) {
+WorkPtr ProcessGroupImpl::submit(coll::Args&& args, const CollectiveOptions& opts) {
   const char* name = to_string(args.coll);
   // A caller mistake does not throw here: the call still takes its number and runs, and the engine finds the
   // mistake (or takes `problem`) and fails the call on every rank through the call check, naming this rank. Had
@@ -153,8 +153,11 @@ WorkPtr ProcessGroupImpl::submit(coll::Args args, const CollectiveOptions& opts)
   std::string problem;
   // Host and device buffers may not mix in one call; a buffer asking for detection learns its device here.
   Device device = Device::host();
+  // Host buffers that ask for no detection (the usual call) are a host call: nothing for call_device to find.
+  const bool plain_host = !args.send.detect_device && !args.recv.detect_device && args.send.device.is_host() &&
+                          args.recv.device.is_host();
   try {
-    device = call_device(name, {{"send", &args.send}, {"recv", &args.recv}});
+    if (!plain_host) device = call_device(name, {{"send", &args.send}, {"recv", &args.recv}});
   } catch (const Error& e) {
     problem = e.what();
   }

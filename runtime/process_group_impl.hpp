@@ -90,7 +90,7 @@ class ProcessGroupImpl : public ProcessGroup, public std::enable_shared_from_thi
 
  private:
   /// Validates, numbers and runs (or queues) one collective.
-  WorkPtr submit(coll::Args args, const CollectiveOptions& opts);
+  WorkPtr submit(coll::Args&& args, const CollectiveOptions& opts);
   /// Runs one collective under the flight recorder; a timeout gets the report of where every rank is. `problem`:
   /// a caller mistake found here, which the engine fails on every rank (coll::Engine::run).
   void run_recorded(const coll::Args& args, const std::string& algorithm, const Deadline& deadline, uint64_t seq,
