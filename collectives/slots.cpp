@@ -107,6 +107,28 @@ struct Awaited {
   uint64_t seq;
 };
 
+// What Mesh::wait_until polls before this rank runs kCallsAhead + 1 calls ahead of another: that rank's flag of an
+// exchange, reached or passed (a slot's flags only grow).
+struct Reached {
+  const SlotHead* head;
+  uint64_t exchange;
+  int rank;
+  uint64_t seq;       ///< the call that waits
+  uint64_t past_seq;  ///< the call of that exchange
+};
+
+bool flag_reached(const void* arg) {
+  const auto* r = static_cast<const Reached*>(arg);
+  return r->head->flag.load(std::memory_order_acquire) >= r->exchange;
+}
+
+std::string describe_reached(const void* arg) {
+  const auto* r = static_cast<const Reached*>(arg);
+  return fmt::format("the shared-memory slot of rank {} for call #{} of this group (call #{} waits: a rank runs at "
+                     "most {} calls ahead of the others)",
+                     r->rank, r->past_seq, r->seq, kCallsAhead);
+}
+
 std::string describe(const void* arg) {
   const auto* a = static_cast<const Awaited*>(arg);
   return fmt::format("the shared-memory slot of rank {} for call #{} of this group", a->rank, a->seq);
@@ -127,7 +149,7 @@ std::shared_ptr<SlotChannel> SlotChannel::create(const Context& c, uint32_t step
   std::string why;
   try {
     Context named(c.args, c.view, c.deadline, kSetupSeq, c.what, c.chunk_bytes);
-    windows = std::make_unique<ShmWindows>(named, 2 * kSlotStride);
+    windows = std::make_unique<ShmWindows>(named, kSlotDepth * kSlotStride);
   } catch (const Error& e) {
     why = e.what();
   }
@@ -151,9 +173,14 @@ std::shared_ptr<SlotChannel> SlotChannel::create(const Context& c, uint32_t step
 }
 
 SlotChannel::SlotChannel(std::unique_ptr<ShmWindows> windows, int rank, int size)
-    : windows_(std::move(windows)), stride_(kSlotStride), rank_(rank), size_(size) {
+    : windows_(std::move(windows)),
+      stride_(kSlotStride),
+      rank_(rank),
+      size_(size),
+      seen_(static_cast<std::size_t>(size), 0) {
   for (int q = 0; q < size; ++q) bases_.push_back(windows_->of(q));
 }
+
 
 SlotChannel::~SlotChannel() = default;
 
@@ -209,48 +236,75 @@ bool SlotChannel::all_agree(uint64_t n) const {
   return true;
 }
 
-void SlotChannel::settle(const Context& c, const CallDescriptor* mine) {
-  pending_ = false;
-  const uint64_t m = exchanges_;
-  wait_all(c, m, pending_seq_);
-  if (!pending_checked_ || all_agree(m)) return;
-  // The check's error is named after the call it checks: its number and its algorithm.
-  Context past(c.args, c.view, c.deadline, pending_seq_, pending_what_, c.chunk_bytes);
-  try {
-    verdict(past, m, /*late_notices=*/false);
-  } catch (const InvalidUsageError& e) {
-    // This rank returned from call m as if it were right. It cannot run this call now: it tells the ranks that
-    // read its part of it, in place of its data, and checks this exchange at its next one (notices aside).
-    const std::string reason =
-        fmt::format("it learned only at this call that its previous call (#{} of this group) failed the call check, "
-                    "after it had returned from it: {}",
-                    pending_seq_, e.what());
-    const uint64_t n = ++exchanges_;
-    publish(n, static_cast<uint8_t>(SlotState::kLateNotice), mine, reason.data(), std::min(reason.size(), kSlotBytes));
-    pending_ = true;
-    pending_checked_ = mine != nullptr;
-    pending_seq_ = c.seq;
-    pending_what_ = c.what;
-    throw InvalidUsageError(fmt::format(
-        "{}: call #{} of this group did not run: this rank learned only at this call that its previous call (#{}) "
-        "failed the call check, after it had returned from it (its part only sent, or read the root's alone): {}; "
-        "the ranks that read this rank's part of call #{} fail it too (docs/errors.md)",
-        c.what, c.seq, past.seq, e.what(), c.seq));
+bool SlotChannel::all_published(uint64_t m) const {
+  for (int q = 0; q < size_; ++q) {
+    if (q != rank_ && head(slot(q, m)).flag.load(std::memory_order_acquire) != m) return false;
   }
+  return true;
+}
+
+std::string SlotChannel::settle(const Context& c, uint64_t must) {
+  while (verified_ < exchanges_) {
+    const uint64_t m = verified_ + 1;
+    const Past& past = past_[m % kSlotDepth];
+    if (!all_published(m)) {
+      if (m > must) break;  // beyond `must`, only what is already there
+      wait_all(c, m, past.seq);
+    }
+    verified_ = m;
+    if (!past.checked || all_agree(m)) continue;
+    // The check's error is named after the call it checks: its number and its algorithm.
+    Context then(c.args, c.view, c.deadline, past.seq, past.what, c.chunk_bytes);
+    try {
+      verdict(then, m, /*late_notices=*/false);
+    } catch (const InvalidUsageError& e) {
+      // Reported once: the calls this rank returned from after it are not checked again (a rank that read their
+      // data compared their calls itself).
+      verified_ = exchanges_;
+      return fmt::format("call #{} of this group failed the call check after this rank had returned from it (its "
+                         "part only sent, or read the root's alone): {}",
+                         past.seq, e.what());
+    }
+  }
+  return {};
+}
+
+void SlotChannel::wait_for_room(const Context& c, uint64_t n) {
+  // Every other rank has published exchange n - kCallsAhead, so it is done with every exchange before it: its
+  // reads (a call reads its data before the next call starts), and its checks of the slots n reuses (settle()).
+  const uint64_t needed = n - kCallsAhead;
+  uint64_t lowest = UINT64_MAX;
+  for (int q = 0; q < size_; ++q) {
+    if (q == rank_) continue;
+    uint64_t& seen = seen_[static_cast<std::size_t>(q)];
+    // Its newest exchange, if it has published the one before this rank's (no rank is kCallsAhead + 1 ahead, so
+    // that slot holds n - 1 or an older exchange), else the one needed, waited for.
+    if (seen < n - 1 && head(slot(q, n - 1)).flag.load(std::memory_order_acquire) == n - 1) seen = n - 1;
+    if (seen < needed) {
+      const SlotHead& theirs = head(slot(q, needed));
+      Reached reached{&theirs, needed, q, c.seq, past_[needed % kSlotDepth].seq};
+      if (!flag_reached(&reached)) {
+        c.view.mesh->wait_until(flag_reached, describe_reached, &reached, world_rank(c.view, q), c.deadline, c.what);
+      }
+      seen = needed;
+    }
+    lowest = std::min(lowest, seen);
+  }
+  room_ = lowest + kCallsAhead;
 }
 
 void SlotChannel::settle_quietly(const GroupView& view, const Deadline& deadline) noexcept {
-  if (!pending_) return;
+  if (verified_ >= exchanges_) return;
   try {
     if (view.mesh && view.mesh->poisoned()) return;  // the group failed: nothing to check against
     Args none;
     none.coll = Collective::kBarrier;
-    Context c(none, view, deadline, pending_seq_, pending_what_, 0);
-    pending_ = false;
-    wait_all(c, exchanges_, pending_seq_);
-    if (pending_checked_) verdict(c, exchanges_, /*late_notices=*/false);
+    const Past& last = past_[exchanges_ % kSlotDepth];
+    Context c(none, view, deadline, last.seq, last.what, 0);
+    std::string failed = settle(c, exchanges_);
+    if (!failed.empty()) DCOMM_WARN("the process group's last calls, checked as the group is destroyed: {}", failed);
   } catch (const std::exception& e) {
-    DCOMM_WARN("the process group's last call, checked as the group is destroyed: {}", e.what());
+    DCOMM_WARN("the process group's last calls, checked as the group is destroyed: {}", e.what());
   } catch (...) {
   }
 }
@@ -262,17 +316,35 @@ void SlotChannel::exchange(const Context& c, const CallDescriptor* mine, std::st
                 fmt::format("{}: {} do not fit a shared-memory slot ({} at most)", c.what, format_bytes(bytes),
                             format_bytes(kSlotBytes)));
   }
-  if (pending_) settle(c, mine);
-  const uint64_t n = ++exchanges_;
+  if (!invalid.empty()) reads = kReadAll;  // it throws the check's error, as every rank that reads it does
+  if (reads >= 0 && size_ == 2) reads = kReadAll;  // the one other rank: seen in full
+  const uint64_t n = exchanges_ + 1;
+  // The pending checks of the calls this rank returned from early: all of them before a call that reads (it waits
+  // for the others anyway), else those already complete, and at least the one whose slot this call takes.
+  std::string late;
+  constexpr uint64_t kCheckLag = kSlotDepth - kCallsAhead;  // see slots.hpp
+  if (verified_ < exchanges_) late = settle(c, reads != kReadNone ? exchanges_ : n > kCheckLag ? n - kCheckLag : 0);
+  if (n > room_) wait_for_room(c, n);
+  past_[n % kSlotDepth] = Past{c.seq, c.what, mine != nullptr};
+  exchanges_ = n;
+  if (!late.empty()) {
+    // This rank returned from that call as if it were right. It cannot run this call now: it tells the ranks that
+    // read its part of it, in place of its data, and checks this exchange later (notices aside).
+    const std::string reason = "it learned only at this call that " + late;
+    publish(n, static_cast<uint8_t>(SlotState::kLateNotice), mine, reason.data(), std::min(reason.size(), kSlotBytes));
+    throw InvalidUsageError(fmt::format(
+        "{}: call #{} of this group did not run: this rank learned only at this call that an earlier {}; the ranks "
+        "that read this rank's part of call #{} fail it too (docs/errors.md)",
+        c.what, c.seq, late, c.seq));
+  }
   if (!invalid.empty()) {
     publish(n, static_cast<uint8_t>(SlotState::kInvalid), mine, invalid.data(), std::min(invalid.size(), kMaxReasonBytes));
-    reads = kReadAll;  // it throws the check's error, as every rank that reads it does
   } else {
     publish(n, static_cast<uint8_t>(mine != nullptr ? SlotState::kCall : SlotState::kNoCall), mine, data, bytes);
   }
-  if (reads >= 0 && size_ == 2) reads = kReadAll;  // the one other rank: seen in full
   if (reads == kReadAll) {
     wait_all(c, n, c.seq);
+    verified_ = n;  // every call seen (the settle above checked every earlier one)
     if (mine != nullptr && !all_agree(n)) verdict(c, n, /*late_notices=*/true);
     return;
   }
@@ -285,15 +357,13 @@ void SlotChannel::exchange(const Context& c, const CallDescriptor* mine, std::st
     if (mine != nullptr && (theirs.state != SlotState::kCall || !(theirs.call == head(slot(rank_, n)).call))) {
       // Never its data: every rank's call, and the check's error.
       wait_all(c, n, c.seq);
+      verified_ = n;
       verdict(c, n, /*late_notices=*/true);
       throw Error(ErrorCode::kInternal, fmt::format("{}: rank {}'s call differs from this rank's, yet the call check "
                                                     "passed (call #{})", c.what, reads, c.seq));
     }
   }
-  pending_ = true;
-  pending_checked_ = mine != nullptr;
-  pending_seq_ = c.seq;
-  pending_what_ = c.what;
+  // Not every call seen: checked at a later exchange (settle).
 }
 
 const char* SlotChannel::data(const Context& c, int q, std::size_t expected) const {

@@ -1,6 +1,7 @@
 #pragma once
-// Slots: small collectives and the call check through shared memory, for groups on one node. Every rank owns two
-// slots (one per parity of the exchange count) in a segment every other rank of the group maps. One exchange:
+// Slots: small collectives and the call check through shared memory, for groups on one node. Every rank owns a
+// ring of kSlotDepth slots (exchange n takes slot n % kSlotDepth), in a segment every other rank of the group
+// maps. One exchange:
 //   1. this rank writes its call (the check's descriptor, compacted so that it shares the first cache line with
 //      the flag and the first 24 bytes of data) and its data into its slot, then sets the slot's flag to the
 //      exchange's number (a release store);
@@ -12,33 +13,40 @@
 //
 // Rooted calls do not synchronise every rank (`reads` below): a rank whose part only sends (reduce's and gather's
 // non-roots, broadcast's and scatter's root) publishes and returns, like an eager send; broadcast's and scatter's
-// non-roots read the root's slot alone. Such a rank has not seen every rank's call, so it checks the exchange at
-// its next one (the "pending" check, settle()): it waits for every rank's flag of the last exchange and compares
-// every rank's call, before it publishes anything new.
+// non-roots read the root's slot alone. Such a rank has not seen every rank's call, so the exchange stays
+// "pending" and is checked later (settle()): it waits for every rank's flag of that exchange and compares every
+// rank's call. A call that reads first checks every pending exchange (it waits for the others anyway); a call that
+// only sends checks those already complete without waiting - so a sender runs ahead of the slowest rank, as MPI's
+// eager sends do (the flow control below bounds how far).
 //
-// Two slots are enough, and the flags are the acknowledgements: a rank publishes exchange n into the slot of
-// exchange n-2 only after it has seen every other rank's flag of exchange n-1 (during n-1, or in the pending check
-// at the start of n), and a rank sets its flag of n-1 only after it has finished every read of n-2 (its data and
-// its own pending check). So a sender runs at most one call ahead of the slowest rank (flow control one call
-// deep), and nothing is overwritten while a rank still reads it. Every rank publishes its call in every exchange,
-// even where nobody needs its data, so any rank can always see every rank's call.
+// The flags are the acknowledgements. A rank publishes exchange n only once every other rank has published
+// exchange n - kCallsAhead (a bounded wait naming the rank it waits for), and a rank publishes exchange e only
+// after it has finished every read of e - 1 (a call reads its data before the next call starts) and checked every
+// exchange through e - (kSlotDepth - kCallsAhead) (a blocking check only there: the slots of those exchanges are
+// the next to be reused). Together: nobody overwrites a slot that a rank still reads or has yet to check, and a
+// sender runs at most kCallsAhead calls ahead of the slowest rank. Every rank publishes its call in every
+// exchange, even where nobody needs its data, so any rank can always see every rank's call.
 //
 // The check's semantics (docs/errors.md#mismatched-calls-through-the-slots): a rank that reads another's data
 // compares that rank's call with its own first; on any difference it waits for every rank's slot and throws the
 // check's error (the lowest invalid or mismatched rank), so no rank consumes the data of another call. A rank that
-// returned before seeing every call (a sender, a reader of the root alone) learns of a mismatch at its next call
-// on the group, or at the group's barrier or destruction (logged): that next call then fails on this rank with the
-// earlier call's error, and this rank publishes it as a "late notice" in place of its call, so every rank that
-// reads this rank's part of that call fails it too, naming this rank; ranks that do not read it are not held up
-// (they learned of the earlier failure themselves). The pending check ignores late notices: the failure they
-// report is already known to every rank, so it is reported once per rank, not in a cascade.
+// returned before seeing every call (a sender, a reader of the root alone) learns of a mismatch at a later call
+// on the group (the next call that reads, or at most kSlotDepth - kCallsAhead calls later), or at the group's destruction
+// (logged): that call then fails on this rank with the earlier call's error, and this rank publishes it as a
+// "late notice" in place of its call, so every rank that reads this rank's part of that call fails it too, naming
+// this rank; ranks that do not read it are not held up (they learned of the earlier failure themselves). The
+// pending check ignores late notices: the failure they report is already known to every rank, so it is reported
+// once per rank, not in a cascade; and a rank reports the first failed check among the calls it returned from
+// early, not the later ones of the same window (whoever read their data compared their calls).
 //
 // With the call check on, every call of the group goes through the slots (the check of an algorithm that moves
 // data by messages is one exchange without data), so ranks whose calls differ meet in the same exchange and fail
 // alike. With it off (DCOMM_CHECK_CALLS=0) only the slot algorithms use them, and calls that differ time out.
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <memory>
 #include <string_view>
 #include <vector>
@@ -51,6 +59,11 @@ namespace dcomm::coll {
 
 /// The most data one rank's slot carries; larger calls take algorithms that send messages.
 inline constexpr std::size_t kSlotBytes = 4096;
+/// Slots per rank (exchange n takes slot n % kSlotDepth), and how many calls a rank whose part only sends may run
+/// ahead of the slowest rank.
+inline constexpr uint64_t kSlotDepth = 8;
+inline constexpr uint64_t kCallsAhead = 3;
+static_assert(kCallsAhead >= 1 && kCallsAhead < kSlotDepth, "see the flow control in slots.hpp");
 
 class ShmWindows;
 
@@ -74,8 +87,8 @@ class SlotChannel {
   static constexpr int kReadAll = -1;
   static constexpr int kReadNone = -2;
 
-  /// One exchange (see above): first the pending check of the last exchange, if this rank returned from it before
-  /// seeing every call; then publishes this rank's call (`mine`; null when checks are off), or the reason it is
+  /// One exchange (see above): first the pending checks of the exchanges this rank returned from before seeing
+  /// every call (all of them, unless this call only sends), and the wait for the slot it reuses; then publishes this rank's call (`mine`; null when checks are off), or the reason it is
   /// `invalid` (its data is then ignored; it reads every slot), and `bytes` (<= kSlotBytes) of `data`; waits for
   /// the slots it `reads`. With `mine` set, throws the check's InvalidUsageError when a rank it read (or, with
   /// kReadAll, any rank) is invalid or differs. Then data(q) holds what rank q published, for the ranks read,
@@ -92,18 +105,32 @@ class SlotChannel {
  private:
   SlotChannel(std::unique_ptr<ShmWindows> windows, int rank, int size);
   char* slot(int q, uint64_t exchange) const {
-    return bases_[static_cast<std::size_t>(q)] + (exchange % 2) * stride_;
+    static_assert((kSlotDepth & (kSlotDepth - 1)) == 0, "a power of two: a mask, not a division");
+    return bases_[static_cast<std::size_t>(q)] + (exchange & (kSlotDepth - 1)) * stride_;
   }
   /// Waits for every other rank's flag of exchange n (call `seq`).
   void wait_all(const Context& c, uint64_t n, uint64_t seq) const;
+  /// Whether every other rank's flag of exchange m is set (no wait).
+  bool all_published(uint64_t m) const;
   /// The check over every rank's slot of exchange n: throws on an invalid, check-off or mismatched call.
   /// `late_notices`: a late notice counts as an invalid call (else it is left out of the comparison).
   void verdict(const Context& c, uint64_t n, bool late_notices) const;
   /// Whether every rank's slot of exchange n holds a call equal to this rank's (the check's fast path).
   bool all_agree(uint64_t n) const;
-  /// The pending check of the last exchange, at the start of exchange n + 1 (see above).
-  void settle(const Context& c, const CallDescriptor* mine);
+  /// The pending checks (see above), in order: every one through exchange `must` (waiting for the others'
+  /// flags), then those already complete. Returns the first failure's text (this rank then drops the rest), or "".
+  std::string settle(const Context& c, uint64_t must);
+  /// Before exchange n, past room_: waits until every other rank has published exchange n - kCallsAhead (see
+  /// above), and moves room_ as far as their flags allow.
+  void wait_for_room(const Context& c, uint64_t n);
   void publish(uint64_t n, uint8_t state, const CallDescriptor* mine, const void* data, std::size_t bytes);
+
+  /// What a pending check needs of an exchange: its call's number, its name, and whether it carried a call.
+  struct Past {
+    uint64_t seq = 0;
+    std::string_view what;
+    bool checked = false;
+  };
 
   std::unique_ptr<ShmWindows> windows_;
   std::vector<char*> bases_;  ///< every rank's segment, as mapped here (windows_->of(q), looked up once)
@@ -111,12 +138,10 @@ class SlotChannel {
   int rank_;
   int size_;
   uint64_t exchanges_ = 0;  ///< exchanges so far; the flag of exchange n is n
-  /// The last exchange waits for its check (this rank returned before seeing every rank's call): that call's
-  /// number, its name, and whether it carried a call (checks on).
-  bool pending_ = false;
-  bool pending_checked_ = false;
-  uint64_t pending_seq_ = 0;
-  std::string_view pending_what_;
+  uint64_t verified_ = 0;   ///< every exchange through this one is checked; the later ones are pending
+  std::vector<uint64_t> seen_;  ///< per rank, the highest exchange it was seen to have published
+  uint64_t room_ = kCallsAhead;  ///< exchanges through this one need no wait_for_room (min of seen_ + kCallsAhead)
+  Past past_[kSlotDepth];             ///< by exchange % kSlotDepth, for the pending ones
   CallDescriptor cached_call_{};  ///< the last call whose algorithm was looked up, and its row + 1
   uint32_t cached_algorithm_ = 0;
 };

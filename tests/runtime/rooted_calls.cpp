@@ -9,6 +9,7 @@
 #include <functional>
 #include <set>
 
+#include "collectives/slots.hpp"
 #include "tests/runtime/ranks.hpp"
 #include <thread>
 
@@ -174,15 +175,29 @@ void check_rooted_flow(ProcessGroup& pg, std::vector<std::string>& failures) {
     for (int k = 0; k < kCalls; ++k) {
       const std::string label = fmt::format("{} of {} ranks, call {}", name(c), p, k);
       if (!sends_only(c, r)) {
-        // The slow side. A sender may have returned from this call already (it published it), not from the next.
+        // The slow side. The senders run ahead of it without it: each returns from calls k and k + 1 before this
+        // rank makes call k (bounded by kStoreWait).
         std::this_thread::sleep_for(std::chrono::milliseconds(2));
         for (int q = 0; q < p; ++q) {
           if (!sends_only(c, q)) continue;
-          const int64_t returned = store->add(key + std::to_string(q), 0);
-          if (returned > k + 1) {
+          static_assert(coll::kCallsAhead >= 2, "the senders must be able to run two calls ahead");
+          const int64_t ahead = std::min(k + 2, kCalls);
+          const auto give_up = std::chrono::steady_clock::now() + kStoreWait;
+          int64_t returned = store->add(key + std::to_string(q), 0);
+          while (returned < ahead && std::chrono::steady_clock::now() < give_up) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            returned = store->add(key + std::to_string(q), 0);
+          }
+          if (returned < ahead) {
+            failures.push_back(fmt::format("{}: sender rank {} returned from {} calls in {} s before this rank made "
+                                           "call {}: it does not run ahead of its reader",
+                                           label, q, returned, kStoreWait.count(), k));
+          }
+          // This rank has published call k - 1: a sender may publish through call k - 1 + kCallsAhead.
+          if (returned > k + static_cast<int64_t>(coll::kCallsAhead)) {
             failures.push_back(fmt::format("{}: sender rank {} had returned from {} calls before this rank, which "
-                                           "reads it, made call {}: more than one call ahead",
-                                           label, q, returned, k));
+                                           "reads it, made call {}: more than {} calls ahead",
+                                           label, q, returned, k, coll::kCallsAhead));
           }
         }
       }

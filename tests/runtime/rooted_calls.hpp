@@ -4,8 +4,9 @@
 //   - check_rooted_eager: the side that only sends (reduce's and gather's non-roots, broadcast's and scatter's
 //     root) returns before the ranks that read it have made the call; their results match the serial reference,
 //     although every sender overwrote its input as soon as its call returned;
-//   - check_rooted_flow: a slow side against senders that run ahead: a sender is never more than one call ahead
-//     of a rank that reads it, and every result of every call is right (no slot overwritten while read);
+//   - check_rooted_flow: a slow side against senders that run ahead: a sender runs two calls ahead of a rank that
+//     reads it without it, is never more than kCallsAhead calls ahead of it, and every result of every call is
+//     right (no slot overwritten while read);
 //   - check_rooted_mismatch: rooted calls that differ on one rank: no rank returns data of another call; every rank
 //     raises an InvalidUsageError naming the odd rank, in that call or (a rank that returned from it) in its next
 //     call on the group; the call after that is right everywhere.
