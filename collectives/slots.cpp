@@ -319,11 +319,12 @@ void SlotChannel::exchange(const Context& c, const CallDescriptor* mine, std::st
   if (!invalid.empty()) reads = kReadAll;  // it throws the check's error, as every rank that reads it does
   if (reads >= 0 && size_ == 2) reads = kReadAll;  // the one other rank: seen in full
   const uint64_t n = exchanges_ + 1;
-  // The pending checks of the calls this rank returned from early: all of them before a call that reads (it waits
-  // for the others anyway), else those already complete, and at least the one whose slot this call takes.
+  // The pending checks of the calls this rank returned from early: all of them before a call that reads every slot
+  // (it waits for the others anyway), else those already complete, and at least those whose slots are the next to
+  // be reused.
   std::string late;
   constexpr uint64_t kCheckLag = kSlotDepth - kCallsAhead;  // see slots.hpp
-  if (verified_ < exchanges_) late = settle(c, reads != kReadNone ? exchanges_ : n > kCheckLag ? n - kCheckLag : 0);
+  if (verified_ < exchanges_) late = settle(c, reads == kReadAll ? exchanges_ : n > kCheckLag ? n - kCheckLag : 0);
   if (n > room_) wait_for_room(c, n);
   past_[n % kSlotDepth] = Past{c.seq, c.what, mine != nullptr};
   exchanges_ = n;
@@ -355,7 +356,7 @@ void SlotChannel::exchange(const Context& c, const CallDescriptor* mine, std::st
     }
     const SlotHead& theirs = head(slot(reads, n));
     if (mine != nullptr && (theirs.state != SlotState::kCall || !(theirs.call == head(slot(rank_, n)).call))) {
-      // Never its data: every rank's call, and the check's error.
+      // Never its data: every rank's call, and the check's error (this call's; earlier pending ones are dropped).
       wait_all(c, n, c.seq);
       verified_ = n;
       verdict(c, n, /*late_notices=*/true);

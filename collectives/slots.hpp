@@ -15,9 +15,9 @@
 // non-roots, broadcast's and scatter's root) publishes and returns, like an eager send; broadcast's and scatter's
 // non-roots read the root's slot alone. Such a rank has not seen every rank's call, so the exchange stays
 // "pending" and is checked later (settle()): it waits for every rank's flag of that exchange and compares every
-// rank's call. A call that reads first checks every pending exchange (it waits for the others anyway); a call that
-// only sends checks those already complete without waiting - so a sender runs ahead of the slowest rank, as MPI's
-// eager sends do (the flow control below bounds how far).
+// rank's call. A call that reads every slot first checks every pending exchange (it waits for the others anyway);
+// any other call checks those already complete without waiting - so a sender, or a reader of the root alone, runs
+// ahead of the slowest rank, as MPI's eager sends do (the flow control below bounds how far).
 //
 // The flags are the acknowledgements. A rank publishes exchange n only once every other rank has published
 // exchange n - kCallsAhead (a bounded wait naming the rank it waits for), and a rank publishes exchange e only
@@ -31,8 +31,8 @@
 // compares that rank's call with its own first; on any difference it waits for every rank's slot and throws the
 // check's error (the lowest invalid or mismatched rank), so no rank consumes the data of another call. A rank that
 // returned before seeing every call (a sender, a reader of the root alone) learns of a mismatch at a later call
-// on the group (the next call that reads, or at most kSlotDepth - kCallsAhead calls later), or at the group's destruction
-// (logged): that call then fails on this rank with the earlier call's error, and this rank publishes it as a
+// on the group (the next call that reads every slot, or at most kSlotDepth - kCallsAhead calls later), or at the
+// group's destruction (logged): that call then fails on this rank with the earlier call's error, and this rank publishes it as a
 // "late notice" in place of its call, so every rank that reads this rank's part of that call fails it too, naming
 // this rank; ranks that do not read it are not held up (they learned of the earlier failure themselves). The
 // pending check ignores late notices: the failure they report is already known to every rank, so it is reported
@@ -59,10 +59,11 @@ namespace dcomm::coll {
 
 /// The most data one rank's slot carries; larger calls take algorithms that send messages.
 inline constexpr std::size_t kSlotBytes = 4096;
-/// Slots per rank (exchange n takes slot n % kSlotDepth), and how many calls a rank whose part only sends may run
-/// ahead of the slowest rank.
-inline constexpr uint64_t kSlotDepth = 8;
-inline constexpr uint64_t kCallsAhead = 3;
+/// Slots per rank (exchange n takes slot n % kSlotDepth), and how many calls a rank that does not read every slot
+/// may run ahead of the slowest rank. Deep enough that ranks sharing a core (4 ranks on 2 cores) run many calls
+/// per time slice instead of one: a sender fills the ring while its reader waits for the core.
+inline constexpr uint64_t kSlotDepth = 64;
+inline constexpr uint64_t kCallsAhead = 32;
 static_assert(kCallsAhead >= 1 && kCallsAhead < kSlotDepth, "see the flow control in slots.hpp");
 
 class ShmWindows;
