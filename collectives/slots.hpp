@@ -61,7 +61,8 @@ namespace dcomm::coll {
 inline constexpr std::size_t kSlotBytes = 4096;
 /// Slots per rank (exchange n takes slot n % kSlotDepth), and how many calls a rank that does not read every slot
 /// may run ahead of the slowest rank. Deep enough that ranks sharing a core (4 ranks on 2 cores) run many calls
-/// per time slice instead of one: a sender fills the ring while its reader waits for the core.
+/// per time slice instead of one: a sender fills the ring while its reader waits for the core. Each rank's ring
+/// takes 64 x 4,160 B = 266 KiB of shared memory per group (pages touched as the ring goes round).
 inline constexpr uint64_t kSlotDepth = 64;
 inline constexpr uint64_t kCallsAhead = 32;
 static_assert(kCallsAhead >= 1 && kCallsAhead < kSlotDepth, "see the flow control in slots.hpp");
