@@ -7,7 +7,8 @@
 //   - check_rooted_flow: a slow side against senders that run ahead: a sender runs two calls ahead of a rank that
 //     reads it without it, is never more than kCallsAhead calls ahead of it, and every result of every call is
 //     right (no slot overwritten while read);
-//   - check_rooted_mismatch: rooted calls that differ on one rank: no rank returns data of another call; every rank
+//   - check_rooted_mismatch: rooted calls that differ on one rank (after two common calls of the same shape, so
+//     that the other ranks take theirs as a repeat): no rank returns data of another call; every rank
 //     raises an InvalidUsageError naming the odd rank, in that call or (a rank that returned from it) in its next
 //     call on the group; the call after that is right everywhere.
 // Every function appends one line per problem to `failures`.
