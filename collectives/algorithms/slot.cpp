@@ -26,7 +26,7 @@ namespace dcomm::coll {
 namespace {
 
 // The bytes rank `rank` publishes for the call, as every rank can compute it (-1: the most any rank publishes).
-std::size_t published_bytes(const Args& a, int size, int rank) {
+[[gnu::always_inline]] inline std::size_t published_bytes(const Args& a, int size, int rank) {
   switch (a.coll) {
     case Collective::kAllReduce:
     case Collective::kAllGather:
