@@ -30,14 +30,14 @@
 // The check's semantics (docs/errors.md#mismatched-calls-through-the-slots): a rank that reads another's data
 // compares that rank's call with its own first; on any difference it waits for every rank's slot and throws the
 // check's error (the lowest invalid or mismatched rank), so no rank consumes the data of another call. A rank that
-// returned before seeing every call (a sender, a reader of the root alone) learns of a mismatch at a later call
-// on the group (the next call that reads every slot, or at most kSlotDepth - kCallsAhead calls later), or at the
-// group's destruction (logged): that call then fails on this rank with the earlier call's error, and this rank publishes it as a
-// "late notice" in place of its call, so every rank that reads this rank's part of that call fails it too, naming
-// this rank; ranks that do not read it are not held up (they learned of the earlier failure themselves). The
-// pending check ignores late notices: the failure they report is already known to every rank, so it is reported
-// once per rank, not in a cascade; and a rank reports the first failed check among the calls it returned from
-// early, not the later ones of the same window (whoever read their data compared their calls).
+// returned before seeing every call (a sender, a reader of the root alone) learns of a mismatch at a later call on
+// the group (the next call that reads every slot, or at most kSlotDepth - kCallsAhead calls later), or at the
+// group's destruction (logged): that call then fails on this rank with the earlier call's error, and this rank
+// publishes it as a "late notice" in place of its call, so every rank that reads this rank's part of that call
+// fails it too, naming this rank; ranks that do not read it are not held up (they learned of the earlier failure
+// themselves). The pending check ignores late notices: the failure they report is already known to every rank, so
+// it is reported once per rank, not in a cascade; and a rank reports the first failed check among the calls it
+// returned from early, not the later ones of the same window (whoever read their data compared their calls).
 //
 // With the call check on, every call of the group goes through the slots (the check of an algorithm that moves
 // data by messages is one exchange without data), so ranks whose calls differ meet in the same exchange and fail
@@ -90,14 +90,14 @@ class SlotChannel {
   static constexpr int kReadNone = -2;
 
   /// One exchange (see above): first the pending checks of the exchanges this rank returned from before seeing
-  /// every call (all of them, unless this call only sends), and the wait for the slot it reuses; then publishes this rank's call (`mine`; null when checks are off), or the reason it is
-  /// `invalid` (its data is then ignored; it reads every slot), and `bytes` (<= kSlotBytes) of `data`; waits for
-  /// the slots it `reads`. With `mine` set, throws the check's InvalidUsageError when a rank it read (or, with
+  /// every call (all of them when this call reads every slot), and the wait for room in the ring; then publishes
+  /// this rank's call (`mine`; null when checks are off), or the reason it is `invalid` (its data is then ignored;
+  /// it reads every slot), and `bytes` (<= kSlotBytes) of `data`; waits for the slots it `reads`. With `mine` set, throws the check's InvalidUsageError when a rank it read (or, with
   /// kReadAll, any rank) is invalid or differs. Then data(q) holds what rank q published, for the ranks read,
   /// until this rank's next exchange. `c.what` must outlive the group (the engine's per-algorithm name).
   void exchange(const Context& c, const CallDescriptor* mine, std::string_view invalid, const void* data,
                 std::size_t bytes, int reads = kReadAll);
-  /// The pending check, if any, bounded by `deadline`; for the group's destruction (`view`: the group's). Never
+  /// The pending checks, if any, bounded by `deadline`; for the group's destruction (`view`: the group's). Never
   /// throws: a mismatch or a failure is logged.
   void settle_quietly(const GroupView& view, const Deadline& deadline) noexcept;
   /// What group rank q published in the last exchange; `expected` is the size this rank's call expects of it: a

@@ -280,7 +280,9 @@ TEST_CASE("a call that repeats the last one's shape but for its count, dtype or 
                   for (std::size_t i = 0; i < 2; ++i) {
                     float want = 0;
                     for (int q = 0; q < view.size; ++q) want += input(q, i);
-                    if (y[i] != want) rec.failures.push_back(fmt::format("call #{} element {}: {} vs {}", seq, i, y[i], want));
+                    if (y[i] != want) {
+                      rec.failures.push_back(fmt::format("call #{} element {}: {} vs {}", seq, i, y[i], want));
+                    }
                   }
                 };
                 for (uint64_t seq = 0; seq < 3; ++seq) repeat(seq);
