@@ -18,6 +18,7 @@
 
 #include <cstddef>
 
+#include "collectives/cma_peers.hpp"
 #include "collectives/context.hpp"
 
 namespace dcomm::coll {
@@ -25,9 +26,6 @@ namespace dcomm::coll {
 /// The piece of a slice combined at once: the other rank's piece and the running sum stay in a core's L2 (1 MiB
 /// on the machines measured) while they are combined and written out.
 inline constexpr std::size_t kCmaPieceBytes = std::size_t{256} << 10;
-
-/// What the group agreed on its first call; kept in the algorithm's state.
-enum class CmaUse : int8_t { kUnknown, kYes, kNo };
 
 /// Collective over the group, steps [step, step + 3 + ⌈log₂P⌉); carries the call check (Context::call: the
 /// addresses ride on its rounds). Reduces every rank's Context::input into the work buffer of `root`, or of every
