@@ -112,10 +112,7 @@ TEST_CASE("the shm_direct pipes match the reference across pieces, rings and roo
 TEST_CASE("explain prices the shm_direct pipes on a group of one node, and the model picks them for large calls",
           "[collectives][algorithms]") {
   // The built-in one-node parameters, not a probe's, which a loaded machine can skew.
-  CostParams builtin;
-  builtin.alpha = builtin.alpha_intra = kOneNodeAlpha;
-  builtin.beta = builtin.beta_intra = kOneNodeBeta;
-  builtin.gamma = kOneNodeGamma;
+  const CostParams builtin = test::one_node_params();
   const std::string path = fmt::format("/tmp/dcomm_pipe_tuning_{}.json", ::getpid());
   {
     std::ofstream(path) << tuning_json(builtin);
