@@ -119,17 +119,26 @@ CmaStatus cma_copy(const Context& c, const CmaPeers& peers, int q, bool write, u
 // record); else this rank's.
 CmaStatus cma_finish(const Context& c, const CmaStatus& mine, uint32_t step) {
   const std::vector<int> others = other_ranks(c);
-  std::vector<transport::RequestPtr> sends;
-  for (int q : others) sends.push_back(c.isend(q, step, &mine, sizeof(mine)));
   std::vector<CmaStatus> heard(others.size());
-  std::vector<transport::RequestPtr> recvs;
-  for (std::size_t i = 0; i < others.size(); ++i) recvs.push_back(c.irecv(others[i], step, &heard[i], sizeof(CmaStatus)));
+  std::vector<transport::RequestPtr> sends;
   std::exception_ptr lost;  // the first wait that failed
-  for (auto& r : recvs) {
-    try {
-      c.wait(r);
-    } catch (const Error&) {
-      if (!lost) lost = std::current_exception();
+  if (c.view.slots != nullptr && c.call == nullptr) {
+    // As the addresses came (cma_exchange): one more slot exchange, a cache line each way instead of a message
+    // round. A rank that dies instead fails the wait, naming it (the mesh's failure record).
+    c.view.slots->exchange(c, nullptr, {}, &mine, sizeof(mine));
+    for (std::size_t i = 0; i < others.size(); ++i) {
+      std::memcpy(&heard[i], c.view.slots->data(c, others[i], sizeof(CmaStatus)), sizeof(CmaStatus));
+    }
+  } else {
+    for (int q : others) sends.push_back(c.isend(q, step, &mine, sizeof(mine)));
+    std::vector<transport::RequestPtr> recvs;
+    for (std::size_t i = 0; i < others.size(); ++i) recvs.push_back(c.irecv(others[i], step, &heard[i], sizeof(CmaStatus)));
+    for (auto& r : recvs) {
+      try {
+        c.wait(r);
+      } catch (const Error&) {
+        if (!lost) lost = std::current_exception();
+      }
     }
   }
   std::vector<CmaStatus> failures;

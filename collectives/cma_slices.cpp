@@ -61,7 +61,15 @@ CmaStatus reduce_slice(const Context& c, const CmaPeers& peers, std::size_t offs
 bool cma_reduce(const Context& c, CmaUse& use, int root, uint32_t step) {
   CmaPeers peers;
   if (!cma_exchange(c, use, c.input, c.work, peers, step)) return false;
-  const std::vector<pattern::Block> slices = pattern::even_blocks(c.work_count, c.size());
+  // A rank that reduces a slice reads the P-1 other parts of it; off the root it also writes the slice into the
+  // root's output, P copies in all where the root makes P-1. Slices in proportion (the root's weighs P, the others'
+  // P-1) give every rank the same number of bytes to copy: at P = 2 the root reduces two thirds and the other rank
+  // reads and writes one third each, where even halves made that rank read and write n/2 each, as many bytes through
+  // process_vm_readv/writev as a single receive of the whole vector.
+  const int p = c.size();
+  const std::vector<pattern::Block> slices =
+      root >= 0 ? pattern::weighted_blocks(c.work_count, p, root, static_cast<std::size_t>(p), static_cast<std::size_t>(p - 1))
+                : pattern::even_blocks(c.work_count, p);
   const pattern::Block mine = slices[static_cast<std::size_t>(c.rank())];
   std::vector<int> to;
   if (root >= 0) {
