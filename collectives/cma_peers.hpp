@@ -1,12 +1,13 @@
 #pragma once
 // What every single-copy (cross-memory attach) algorithm on one node does around its copies:
 //   1. every rank sends every other the addresses of its source and destination buffers, on the call check's
-//      rounds (Bruck's gather of 32 bytes a rank); on the group's first call the ranks also check that each may
+//      rounds (Bruck's gather of 32 bytes a rank), or, on a group with shared-memory slots (whose check the engine
+//      ran in them), in one more slot exchange; on the group's first call the ranks also check that each may
 //      read every other's memory and agree on the answer (DCOMM_SHM_CMA=0 on any rank says no), so that all of
 //      them take the same path (exchange);
 //   2. the algorithm's own process_vm_readv/writev copies (copy), each outcome kept as a CmaStatus;
-//   3. every rank tells every other it is done, or how it failed; none returns (letting its buffers go) before
-//      all have said so (finish). A failed read or write (a peer that exited: ESRCH; a refused one: EPERM)
+//   3. every rank tells every other it is done, or how it failed (a round of messages, or a slot exchange); none
+//      returns (letting its buffers go) before all have said so (finish). A failed read or write (a peer that exited: ESRCH; a refused one: EPERM)
 //      reaches every rank, and each throws an error naming the rank that failed and the rank whose memory it
 //      touched (fail).
 // Users: all_reduce[cma] and reduce[cma] (collectives/cma_slices.hpp), all_to_all[cma].
