@@ -24,7 +24,9 @@ def launch(n, *args, env=None):
 # 5 ranks without the 4-16 MiB counts, which 3 ranks cover: CI time.
 for n, env, expect_log in ((3, {}, None), (5, {"MP_CMA_NO_ROUNDS": "1"}, None),
                            (3, {"MP_CMA_DENY_RANK": "1", "DCOMM_LOG_LEVEL": "info"},
-                            r"rank 1 may not use cross-memory attach")):
+                            r"rank 1 may not use cross-memory attach"),
+                           # No slots: the cma rows' addresses and last round go by messages (cma_peers.hpp).
+                           (3, {"DCOMM_SLOTS": "0", "MP_CMA_NO_ROUNDS": "1"}, None)):
     env = dict(env, MP_CMA_NO_ROUNDS="1") if "MP_CMA_DENY_RANK" in env else env
     p, out, took = launch(n, "check", env=env)
     what = f"check on {n} ranks {env}"
