@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""all_reduce[cma], reduce[cma] and all_to_all[cma] (and the shm_direct rows) in real processes under dcomm-run: threshold sizes on
+"""all_reduce[cma], reduce[cma] and all_to_all[cma] (and the shm_direct rows, reduce[shm_pipe]) in real processes under dcomm-run: threshold sizes on
 3 and 5 ranks, a rank that refuses cross-memory attach (the group must agree and fall back), and a rank killed mid
 single copy or mid pipe (every survivor names it)."""
 import re
@@ -38,9 +38,10 @@ for n, env, expect_log in ((3, {}, None), (5, {"MP_CMA_NO_ROUNDS": "1"}, None),
         problems.append(f"{what}: no rank logged the fallback (/{expect_log}/)\n{out}")
     print(f"{what}: {took:.1f} s")
 
-# all_reduce[cma] and all_to_all[cma] (mid single copy), then the shm_direct pipes (mid pipe: a root waiting for acknowledgements,
+# all_reduce[cma] and all_to_all[cma] (mid single copy), then the pipes of broadcast and all_gather [shm_direct] and
+# reduce[shm_pipe] (mid pipe: a root waiting for acknowledgements,
 # readers waiting for pieces).
-for what in ("", "all_to_all", "broadcast", "all_gather"):
+for what in ("", "all_to_all", "broadcast", "all_gather", "reduce"):
     name = f"kill {what + '[cma]' if what == 'all_to_all' else what or 'all_reduce[cma]'}"
     p, out, took = launch(3, "kill", *([what] if what else []))
     if p.returncode == 0:
