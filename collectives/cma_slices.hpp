@@ -3,21 +3,22 @@
 // reads the other ranks' inputs and writes their outputs where they lie, so no byte passes through a shared
 // intermediate buffer in memory. all_reduce[cma] and reduce[cma] are this, with every rank or only the root
 // receiving the result:
-//   1. Every rank sends every other the addresses of its input and of its work buffer (the output), on the call
-//      check's rounds (Bruck's gather of 32 bytes a rank). On the group's first call the ranks also check that each may read every other's memory
-//      and agree on the answer (DCOMM_SHM_CMA=0 on any rank says no), so that all of them take the same path.
-//   2. Rank r owns slice r of P nearly equal slices. Piece by piece (cache sized) it reads the other ranks'
+//   1. Every rank sends every other the addresses of its input and of its work buffer (the output)
+//      (collectives/cma_peers.hpp: on the call check's rounds, or in the group's slots). On the group's first call
+//      the ranks also agree that each may read every other's memory (DCOMM_SHM_CMA=0 on any rank says no).
+//   2. Rank r owns slice r of P slices (nearly equal; reduce's root, which writes nothing back, a larger one). Piece by piece (cache sized) it reads the other ranks'
 //      pieces into a small buffer that stays in cache, combines them in rank order (every rank's result then
 //      has the same bits whoever reduced it), and writes the piece, still in cache, into the work buffer of each
 //      rank that receives the result. Only rank r touches slice r anywhere, which is what makes in place safe.
 //   3. Every rank tells every other it is done, or how it failed; none returns (letting its buffers go) before
 //      all have said so. A failed read or write (a peer that exited: ESRCH; a refused one: EPERM) reaches every
 //      rank, and each throws an error naming the rank that failed and the rank whose memory it touched.
-// Memory traffic per rank for n bytes: reads n (its slice of every input), writes its slice to every receiver:
-// n for all_reduce, n/P for reduce; 2n in all against the 2.5n a read-back gather would take.
+// Memory traffic per rank for n bytes (all_reduce): reads n (its slice of every input), writes its slice to every
+// rank, n; 2n in all against the 2.5n a read-back gather would take.
 
 #include <cstddef>
 
+#include "collectives/cma_peers.hpp"
 #include "collectives/context.hpp"
 
 namespace dcomm::coll {
@@ -25,9 +26,6 @@ namespace dcomm::coll {
 /// The piece of a slice combined at once: the other rank's piece and the running sum stay in a core's L2 (1 MiB
 /// on the machines measured) while they are combined and written out.
 inline constexpr std::size_t kCmaPieceBytes = std::size_t{256} << 10;
-
-/// What the group agreed on its first call; kept in the algorithm's state.
-enum class CmaUse : int8_t { kUnknown, kYes, kNo };
 
 /// Collective over the group, steps [step, step + 3 + ⌈log₂P⌉); carries the call check (Context::call: the
 /// addresses ride on its rounds). Reduces every rank's Context::input into the work buffer of `root`, or of every

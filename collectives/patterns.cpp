@@ -16,6 +16,21 @@ std::vector<Block> even_blocks(std::size_t count, int parts) {
   return out;
 }
 
+std::vector<Block> weighted_blocks(std::size_t count, int parts, int heavy, std::size_t heavy_weight,
+                                   std::size_t weight) {
+  const std::size_t total = heavy_weight + static_cast<std::size_t>(parts - 1) * weight;
+  // count·heavy_weight / total, rounded down, without overflowing for counts near 2^64.
+  const std::size_t big = total == 0 ? 0 : count / total * heavy_weight + count % total * heavy_weight / total;
+  const std::vector<Block> rest = even_blocks(count - big, parts - 1);
+  std::vector<Block> out(static_cast<std::size_t>(parts));
+  std::size_t offset = 0;
+  for (int i = 0, j = 0; i < parts; ++i) {
+    out[static_cast<std::size_t>(i)] = {offset, i == heavy ? big : rest[static_cast<std::size_t>(j++)].count};
+    offset += out[static_cast<std::size_t>(i)].count;
+  }
+  return out;
+}
+
 std::vector<Block> blocks_from(const std::vector<std::size_t>& counts, const std::vector<std::size_t>& displs) {
   std::vector<Block> out(counts.size());
   std::size_t packed = 0;

@@ -16,6 +16,11 @@ struct Block {
 
 /// `count` split into `parts` nearly equal blocks: the first count % parts blocks get one element more.
 std::vector<Block> even_blocks(std::size_t count, int parts);
+/// `count` split into `parts` consecutive blocks in proportion to their weights: part `heavy` weighs `heavy_weight`,
+/// every other part `weight` (they share the rest as even_blocks does). For work that costs some ranks more per
+/// element than others (reduce[cma]: the root writes nothing back).
+std::vector<Block> weighted_blocks(std::size_t count, int parts, int heavy, std::size_t heavy_weight,
+                                   std::size_t weight);
 /// Blocks from per-part counts and displacements (empty displs: packed in order).
 std::vector<Block> blocks_from(const std::vector<std::size_t>& counts, const std::vector<std::size_t>& displs);
 /// `b` cut into pieces of at most max_count elements (at least one piece, possibly empty), for pipelining.

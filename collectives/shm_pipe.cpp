@@ -127,9 +127,18 @@ ShmPipe::~ShmPipe() = default;
 
 std::size_t ShmPipe::ahead() const { return depth_of(lanes_) - 1; }
 
-std::size_t ShmPipe::piece_for(std::size_t bytes) const {
+namespace {
+std::size_t piece_within(std::size_t slot, std::size_t bytes) {
   constexpr std::size_t kSmallest = std::size_t{16} << 10;
-  return std::clamp((bytes / 8 + 4095) / 4096 * 4096, std::min(kSmallest, piece_), piece_);
+  return std::clamp((bytes / 8 + 4095) / 4096 * 4096, std::min(kSmallest, slot), slot);
+}
+}  // namespace
+
+std::size_t ShmPipe::piece_for(std::size_t bytes) const { return piece_within(piece_, bytes); }
+
+std::size_t pipe_pieces(PipeLanes lanes, int size, std::size_t bytes) {
+  const std::size_t piece = piece_within(piece_of(lanes, size), bytes);
+  return (bytes + piece - 1) / piece;
 }
 
 void ShmPipe::put(const Context& c, int to, const char* block, std::size_t bytes, std::size_t k) {

@@ -45,6 +45,9 @@ enum class PipeLanes { kOne, kPerPeer };
 /// what a row does where ShmPipe::open() returned null.
 void run_instead(const Context& c, void (*instead)(Context&));
 
+/// The pieces a block of `bytes` moves in on a pipe of `size` ranks (ShmPipe::pieces() there), for the cost model.
+std::size_t pipe_pieces(PipeLanes lanes, int size, std::size_t bytes);
+
 class ShmPipe final : public AlgorithmState {
  public:
   /// Collective (steps below 1000): this algorithm's pipe on the group (kept in Context::state), made on the first

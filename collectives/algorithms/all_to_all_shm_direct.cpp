@@ -6,9 +6,11 @@
 // When a rank cannot create its window, every rank logs why and runs pairwise instead, from then on.
 // Memory traffic per rank: (P-1)n/P in and (P-1)n/P out, in parallel on every core (non-temporal stores from an
 // 8 MiB result), where pairwise moves (P-1)n/P by cross-memory attach.
-// Cost: (2 + k/4)α + 2(P-1)/P·nγ, k = 2(P-1)⌈(n/P) / piece⌉ (cost_shm_pipe_exchange; n = the bytes a rank sends). Only for
-// one host, host memory and all_to_all (not all_to_all_v).
+// Cost: (2 + 2k)α + 2(P-1)/P·nγ, k = 2(P-1)·(the pieces of a block of n/P: ShmPipe::pieces), n = the bytes a rank
+// sends; a hand-off per piece at 2α, not α/4 (see the cost function). Only for one host, host memory and all_to_all
+// (not all_to_all_v).
 
+#include <algorithm>
 #include <cstring>
 
 #include "collectives/algorithms/algorithms.hpp"
@@ -52,7 +54,13 @@ void run_all_to_all_shm_direct(Context& c) {
 }
 
 double cost_all_to_all_shm_direct(const CostParams& p, double n, int size) {
-  return cost_shm_pipe_exchange(p, n, size);
+  // A rank publishes and takes on its own core, so it cannot publish while it waits for a peer's piece, nor take
+  // while a peer waits for its acknowledgement: each piece it takes costs a hand-off each way, 2α (the rows whose
+  // copies in and out run on different cores pay α/4, cost_shm_pipe). Fitted to where cma and shm_direct crossed
+  // when measured (docs/algorithms.md): 1-2 MiB on 2 ranks, 1-4 MiB on 4.
+  const auto block = static_cast<std::size_t>(n / std::max(size, 1));
+  const double pieces = static_cast<double>(pipe_pieces(PipeLanes::kPerPeer, size, block));
+  return (2.0 + 4.0 * (size - 1) * pieces) * p.alpha + 2.0 * fraction(size) * n * p.gamma;
 }
 
 // This algorithm's row of the table (collectives/registry.hpp), registered before main().

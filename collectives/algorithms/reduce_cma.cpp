@@ -2,13 +2,15 @@
 //   1. Every rank sends every other its buffers' addresses (the group's first call also agrees that every rank
 //      may read every other's memory; where one may not, every rank runs binomial instead, from then on).
 //   2. Rank r reduces slice r of P straight from the other ranks' inputs, in cache-sized pieces, and writes each
-//      reduced piece, still in cache, into the root's output.
+//      reduced piece, still in cache, into the root's output. The root writes nothing back, so its slice is larger
+//      (weights P against P-1: at P = 2, two thirds), which gives every rank the same bytes to copy.
 //   3. Every rank tells every other it is done (or how it failed), so that none returns while another still
 //      reads its input.
-// The engine does not copy the input first (takes_input). Memory traffic per rank: reads n, writes n/P; the
-// root's output is written once. binomial at P=2 moves 7n on the root (the engine's copy, the received copy,
-// the reduction's reads and write), half of it through the transport's cross-memory attach. Priced like
-// all_reduce[cma] with (P-1)/P·n + n/P bytes through process_vm_readv/writev.
+// The engine does not copy the input first (takes_input). Copies through process_vm_readv/writev per rank:
+// P(P-1)/(P + (P-1)²)·n (2n/3 at P = 2, against n for even slices or a single receive of the vector); the root's
+// output is written once. binomial at P=2 moves 7n on the root (the engine's copy, the received copy, the
+// reduction's reads and write), half of it through the transport's cross-memory attach. Priced like
+// all_reduce[cma] with those bytes through process_vm_readv/writev.
 // Only for groups on one host and host memory.
 
 #include "collectives/algorithms/algorithms.hpp"
@@ -37,8 +39,10 @@ void run_reduce_cma(Context& c) {
 }
 
 double cost_reduce_cma(const CostParams& p, double n, int size) {
-  // Reads the others' parts of its slice, writes its slice to the root (the root's own stays local).
-  return cost_cma(p, n, size, (fraction(size) + 1.0 / size) * n);
+  // Off the root a rank reads the others' parts of its slice and writes the slice to the root, P copies of a slice
+  // of n(P-1)/(P + (P-1)²) (the root's, n·P/(P + (P-1)²), takes P-1 copies of its parts: as many bytes).
+  const double copies = static_cast<double>(size) * (size - 1) / (size + static_cast<double>(size - 1) * (size - 1));
+  return cost_cma(p, n, size, copies * n);
 }
 
 namespace {

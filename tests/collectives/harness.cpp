@@ -8,6 +8,7 @@
 #include <dcomm/store.hpp>
 #include <thread>
 
+#include "collectives/cost_model.hpp"
 #include "collectives/topology.hpp"
 
 namespace dcomm::test {
@@ -89,6 +90,14 @@ std::string invalid_message(const std::function<void()>& f) {
     return e.what();
   }
   return "(no InvalidUsageError)";
+}
+
+coll::CostParams one_node_params() {
+  coll::CostParams p;
+  p.alpha = p.alpha_intra = coll::kOneNodeAlpha;
+  p.beta = p.beta_intra = coll::kOneNodeBeta;
+  p.gamma = coll::kOneNodeGamma;
+  return p;
 }
 
 coll::GroupView fake_view(int rank, int size) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "collectives/engine.hpp"
+#include "collectives/registry.hpp"
 
 namespace dcomm::test {
 
@@ -30,6 +31,10 @@ std::vector<RankRecord> run_group(int size, const GroupBody& body, const std::st
 
 /// Every failure as "rank r: ...", plus one line per rank whose digests differ from rank 0's.
 std::vector<std::string> summarize(const std::vector<RankRecord>& records);
+
+/// The cost model's built-in one-node α, β, γ (both link classes), which a probe on one node settles on: for
+/// tests of one-node choices that a loaded machine's probe must not skew.
+coll::CostParams one_node_params();
 
 /// FNV-1a over bytes.
 uint64_t digest(const void* data, std::size_t bytes);

@@ -172,6 +172,18 @@ TEST_CASE("every algorithm matches the reference over shared memory", "[collecti
   for (int size : {2, 3, 5, 8}) run_world(size, sweep_cases, "shm");
 }
 
+TEST_CASE("the cma rows without shared-memory slots: addresses and the last round by messages",
+          "[collectives][algorithms]") {
+  // With slots (every one-node group above) the addresses and the finishing round go through them; without, on
+  // the call check's rounds and by messages (collectives/cma_peers.hpp).
+  test::ScopedEnv off("DCOMM_SLOTS", "0");
+  auto cma_rows = [](const Algorithm& algo, int size) {
+    return std::string(algo.name) == "cma" ? sweep_cases(algo, size) : CaseList{};
+  };
+  for (int size : {2, 3, 4}) run_world(size, cma_rows, "shm");
+  run_world(5, cma_rows);
+}
+
 TEST_CASE("every algorithm handles large vectors", "[collectives][algorithms]") {
   run_world(4, large_cases, "shm", 512 * 1024);
   run_world(3, large_cases, "loopback", 4096);

@@ -34,6 +34,43 @@ TEST_CASE("even blocks cover the count with sizes differing by at most one", "[c
   CHECK(span(even_blocks(10, 4), 1, 3).count == 5);
 }
 
+TEST_CASE("weighted blocks cover the count in order, the heavy part in proportion to its weight",
+          "[collectives][patterns]") {
+  for (int parts = 1; parts <= 9; ++parts) {
+    for (int heavy = 0; heavy < parts; ++heavy) {
+      for (std::size_t count : {0u, 1u, 2u, 5u, 17u, 64u, 1000003u}) {
+        const auto hw = static_cast<std::size_t>(parts);
+        const auto w = static_cast<std::size_t>(parts - 1);
+        auto b = weighted_blocks(count, parts, heavy, hw, w);
+        REQUIRE(b.size() == static_cast<std::size_t>(parts));
+        std::size_t at = 0;
+        for (const Block& x : b) {
+          CHECK(x.offset == at);
+          at += x.count;
+        }
+        CHECK(at == count);
+        // The heavy part: count·hw/(hw + (P-1)w), rounded down; the others within one of each other.
+        const std::size_t total = hw + static_cast<std::size_t>(parts - 1) * w;
+        CHECK(b[static_cast<std::size_t>(heavy)].count == count * hw / total);
+        std::size_t lo = count, hi = 0;
+        for (int i = 0; i < parts; ++i) {
+          if (i == heavy) continue;
+          lo = std::min(lo, b[static_cast<std::size_t>(i)].count);
+          hi = std::max(hi, b[static_cast<std::size_t>(i)].count);
+        }
+        if (parts > 1) CHECK(hi - lo <= 1);
+      }
+    }
+  }
+  // Two parts weighing 2 and 1: two thirds and one third, wherever the heavy one sits.
+  auto two = weighted_blocks(300, 2, 1, 2, 1);
+  CHECK(two[0].count == 100);
+  CHECK(two[1].offset == 100);
+  CHECK(two[1].count == 200);
+  // Equal weights: even_blocks' sizes (the heavy part rounded down).
+  CHECK(weighted_blocks(10, 4, 0, 1, 1)[0].count == 2);
+}
+
 TEST_CASE("pieces cut a block into chunks", "[collectives][patterns]") {
   auto p = pieces({5, 10}, 4);
   REQUIRE(p.size() == 3);

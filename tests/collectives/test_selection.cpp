@@ -260,6 +260,42 @@ TEST_CASE("two link classes: hierarchical rows win across nodes, one node's choi
   std::remove(path.c_str());
 }
 
+TEST_CASE("one node: all_to_all takes single copies (cma) to 1 MiB, the pipe from 4 MiB; reduce the pipe on 2 ranks",
+          "[collectives][engine]") {
+  // The built-in one-node parameters, which a probe on one node settles on (coll::stabilize). Where measured
+  // (docs/algorithms.md), cma was as fast as pairwise on 2 ranks and faster on 3-4, and faster than shm_direct
+  // from 256 KiB up to 1-2 MiB (2 ranks) and 2-4 MiB (4 ranks); shm_direct was faster beyond. The one-node rows
+  // need a group on a real mesh: threads as ranks, priced by each rank (only the main thread asserts).
+  const CostParams p = test::one_node_params();
+  for (int size : {2, 3, 4}) {
+    auto recs = test::run_group(size, [&](const GroupView& node, test::RankRecord& rec) {
+      auto expect = [&](const Args& a, const std::string& want, const std::string& what) {
+        const Algorithm* chosen = cheapest(a, node, p);
+        const std::string got = chosen != nullptr ? chosen->name : "(none)";
+        if (got != want) rec.failures.push_back(fmt::format("{} ranks, {}: {} where {} was expected", size, what, got, want));
+      };
+      for (std::size_t bytes : {std::size_t{256} << 10, std::size_t{1} << 20, std::size_t{4} << 20,
+                                std::size_t{64} << 20}) {
+        const std::size_t count = bytes / static_cast<std::size_t>(size) * static_cast<std::size_t>(size);
+        expect(sample_args(Collective::kAllToAll, count, size), bytes <= (std::size_t{1} << 20) ? "cma" : "shm_direct",
+               fmt::format("{} B", count));
+      }
+      // reduce on 2 ranks: shm_pipe measured 0.3-1.0x MPI's time at every size where cma took 0.75-1.7x.
+      for (std::size_t bytes : {std::size_t{16} << 10, std::size_t{256} << 10, std::size_t{4} << 20}) {
+        if (size == 2) expect(sample_args(Collective::kReduce, bytes, size), "shm_pipe", fmt::format("reduce of {} B", bytes));
+      }
+      // all_to_all_v is neither's: its blocks differ per rank.
+      Args v = sample_args(Collective::kAllToAll, std::size_t{1} << 20, size);
+      v.vector_variant = true;
+      expect(v, "pairwise", "all_to_all_v of 1 MiB");
+    });
+    CHECK(test::summarize(recs) == std::vector<std::string>{});
+  }
+  // Across nodes no one-node row is a candidate.
+  CHECK(std::string(cheapest(sample_args(Collective::kAllToAll, 1 << 20, 4), placed({"a", "a", "b", "b"}), p)->name) ==
+        "pairwise");
+}
+
 TEST_CASE("a hierarchical algorithm named on a one-node group is refused on every rank, saying why",
           "[collectives][engine]") {
   auto records = test::run_group(3, [](const GroupView& view, test::RankRecord& rec) {

@@ -29,8 +29,9 @@ using CaseList = std::vector<Case>;
 
 // The rows that pipe pieces through shared-memory windows (collectives/shm_pipe.hpp).
 bool piped(const Algorithm& a) {
-  return std::string(a.name) == "shm_direct" && a.collective != Collective::kAllReduce &&
-         a.collective != Collective::kReduce;
+  return (std::string(a.name) == "shm_direct" && a.collective != Collective::kAllReduce &&
+          a.collective != Collective::kReduce) ||
+         std::string(a.name) == "shm_pipe";
 }
 
 // Counts around a slot (256 KiB: 65536 float32; a block moves in eighths of itself, 16 KiB to a slot) and past a
@@ -103,19 +104,16 @@ void run_pipes(int size, const std::string& transport) {
 TEST_CASE("the shm_direct pipes match the reference across pieces, rings and roots", "[collectives][algorithms]") {
   int rows = 0;
   for (const Algorithm& a : algorithm_table()) rows += piped(a) ? 1 : 0;
-  CHECK(rows == 6);  // broadcast, all_gather, gather, scatter, all_to_all, reduce_scatter
+  CHECK(rows == 7);  // broadcast, all_gather, gather, scatter, all_to_all, reduce_scatter; reduce[shm_pipe]
   for (int size : {2, 3, 4, 5}) run_pipes(size, "loopback");
   run_pipes(3, "shm");
   CHECK(pipe_segments_left() == 0);
 }
 
-TEST_CASE("explain prices the shm_direct pipes on a group of one node, and the model picks them for large calls",
+TEST_CASE("explain prices the shm pipes on a group of one node, and the model picks them for large calls",
           "[collectives][algorithms]") {
   // The built-in one-node parameters, not a probe's, which a loaded machine can skew.
-  CostParams builtin;
-  builtin.alpha = builtin.alpha_intra = kOneNodeAlpha;
-  builtin.beta = builtin.beta_intra = kOneNodeBeta;
-  builtin.gamma = kOneNodeGamma;
+  const CostParams builtin = test::one_node_params();
   const std::string path = fmt::format("/tmp/dcomm_pipe_tuning_{}.json", ::getpid());
   {
     std::ofstream(path) << tuning_json(builtin);
@@ -129,14 +127,15 @@ TEST_CASE("explain prices the shm_direct pipes on a group of one node, and the m
       std::istringstream lines(text);
       bool priced = false;
       for (std::string line; std::getline(lines, line);) {
-        if (line.find(" shm_direct ") != std::string::npos && line.find("not for this group") == std::string::npos) {
+        if (line.find(fmt::format(" {} ", algo.name)) != std::string::npos &&
+            line.find("not for this group") == std::string::npos) {
           priced = true;
         }
       }
-      if (!priced) rec.failures.push_back("explain does not price shm_direct: " + text);
+      if (!priced) rec.failures.push_back(fmt::format("explain does not price {}: {}", algo.name, text));
       // 16 MiB: the pipe copies at memory speed where the others pay the link's β per byte.
-      if (text.find("choice: shm_direct (cost model)") == std::string::npos) {
-        rec.failures.push_back("the model does not pick shm_direct at 16 MiB: " + text);
+      if (text.find(fmt::format("choice: {} (cost model)", algo.name)) == std::string::npos) {
+        rec.failures.push_back(fmt::format("the model does not pick {} at 16 MiB: {}", algo.name, text));
       }
     }
   });
@@ -150,7 +149,7 @@ TEST_CASE("every shm_direct row falls back on every rank when a window cannot be
           "[collectives][algorithms]") {
   // all_reduce and reduce (shm_rounds) as well as the pipes: they share the windows' setup (open_windows).
   for (const Algorithm& algo : algorithm_table()) {
-    if (std::string(algo.name) != "shm_direct") continue;
+    if (std::string(algo.name) != "shm_direct" && !piped(algo)) continue;
     // A directory where rank 1's segment would go (the first call, #0) makes its shm_open fail.
     std::string blocker = fmt::format("/dev/shm/dcomm-coll-{}-w1-c1-s0", ::getpid());
     REQUIRE(std::filesystem::create_directory(blocker));

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""all_reduce[cma] and reduce[cma] (and the shm_direct rows) in real processes under dcomm-run: threshold sizes on
+"""all_reduce[cma], reduce[cma] and all_to_all[cma] (and the shm_direct rows, reduce[shm_pipe]) in real processes under dcomm-run: threshold sizes on
 3 and 5 ranks, a rank that refuses cross-memory attach (the group must agree and fall back), and a rank killed mid
 single copy or mid pipe (every survivor names it)."""
 import re
@@ -24,7 +24,9 @@ def launch(n, *args, env=None):
 # 5 ranks without the 4-16 MiB counts, which 3 ranks cover: CI time.
 for n, env, expect_log in ((3, {}, None), (5, {"MP_CMA_NO_ROUNDS": "1"}, None),
                            (3, {"MP_CMA_DENY_RANK": "1", "DCOMM_LOG_LEVEL": "info"},
-                            r"rank 1 may not use cross-memory attach")):
+                            r"rank 1 may not use cross-memory attach"),
+                           # No slots: the cma rows' addresses and last round go by messages (cma_peers.hpp).
+                           (3, {"DCOMM_SLOTS": "0", "MP_CMA_NO_ROUNDS": "1"}, None)):
     env = dict(env, MP_CMA_NO_ROUNDS="1") if "MP_CMA_DENY_RANK" in env else env
     p, out, took = launch(n, "check", env=env)
     what = f"check on {n} ranks {env}"
@@ -36,10 +38,11 @@ for n, env, expect_log in ((3, {}, None), (5, {"MP_CMA_NO_ROUNDS": "1"}, None),
         problems.append(f"{what}: no rank logged the fallback (/{expect_log}/)\n{out}")
     print(f"{what}: {took:.1f} s")
 
-# all_reduce[cma] (mid single copy), then the shm_direct pipes (mid pipe: a root waiting for acknowledgements,
+# all_reduce[cma] and all_to_all[cma] (mid single copy), then the pipes of broadcast and all_gather [shm_direct] and
+# reduce[shm_pipe] (mid pipe: a root waiting for acknowledgements,
 # readers waiting for pieces).
-for what in ("", "broadcast", "all_gather"):
-    name = f"kill {what or 'all_reduce[cma]'}"
+for what in ("", "all_to_all", "broadcast", "all_gather", "reduce"):
+    name = f"kill {what + '[cma]' if what == 'all_to_all' else what or 'all_reduce[cma]'}"
     p, out, took = launch(3, "kill", *([what] if what else []))
     if p.returncode == 0:
         problems.append(f"{name}: dcomm-run exited 0 although rank 1 was killed")
@@ -49,7 +52,7 @@ for what in ("", "broadcast", "all_gather"):
             problems.append(f"{name}: rank {r} did not report rank 1 (looked for /{pat}/)\n{out}")
     if took > 120:
         problems.append(f"{name}: took {took:.1f} s: survivors should notice within seconds")
-    if not what:
+    if what in ("", "all_to_all"):
         mid_copy = re.search(r"could not (read|write) .* rank 1's memory .*process \d+ \(rank 1\) exited", out)
         print(f"{name}: {took:.1f} s; a survivor {'was' if mid_copy else 'was not'} in a single copy from rank 1")
     else:

@@ -7,11 +7,12 @@
 //     each rank checks against the serial reference and the ranks compare digests. MP_CMA_DENY_RANK=r makes
 //     rank r refuse cross-memory attach (DCOMM_SHM_CMA=0 in its environment only): the group must agree and
 //     fall back on every rank, with the same results.
-//     Then broadcast, all_gather, gather, scatter, all_to_all and reduce_scatter [shm_direct] (shm_pipe.hpp) at
+//     Then all_to_all[cma], reduce[shm_pipe] and broadcast, all_gather, gather, scatter, all_to_all and reduce_scatter [shm_direct] (shm_pipe.hpp) at
 //     counts around their 256 KiB pieces and past their rings of slots, every root in turn, in place or not.
 //   mp_cma kill [COLLECTIVE]: rank 1 is killed (SIGKILL from a thread of its own) while the group runs 16 MiB
-//     all_reduce[cma] calls, mostly in the middle of single copies (or COLLECTIVE[shm_direct] calls: broadcast or
-//     all_gather, mostly mid pipe); every survivor must print an error naming rank 1 and exit 3.
+//     all_reduce[cma] calls, mostly in the middle of single copies (or all_to_all[cma] calls, or
+//     COLLECTIVE[shm_direct] calls: broadcast or all_gather, or reduce[shm_pipe], mostly mid pipe); every survivor
+//     must print an error naming rank 1 and exit 3.
 //   dcomm-run --nproc-per-node 3 -- mp_cma check|kill [COLLECTIVE]
 
 #include <fmt/format.h>
@@ -130,6 +131,19 @@ int check() {
       }
     }
   }
+  // all_to_all[cma] and reduce[shm_pipe]: the pipes' counts (around a piece; blocks that end mid-word), every root
+  // in turn, in place or not.
+  for (auto [coll, name] : {std::pair{Collective::kAllToAll, "cma"}, std::pair{Collective::kReduce, "shm_pipe"}}) {
+    const Algorithm* algo = find_algorithm(coll, name);
+    if (algo == nullptr) {
+      rec.failures.push_back(fmt::format("no {}[{}]", to_string(coll), name));
+      continue;
+    }
+    for (const test::Case& c : pipe_cases(view.size)) {
+      test::run_case(s, *algo, c);
+      ++ran;
+    }
+  }
   for (Collective coll : {Collective::kBroadcast, Collective::kAllGather, Collective::kGather, Collective::kScatter,
                           Collective::kAllToAll, Collective::kReduceScatter}) {
     const Algorithm* algo = find_algorithm(coll, "shm_direct");
@@ -158,15 +172,24 @@ int check() {
 }
 
 int kill(const std::string& collective) {
-  const bool pipe = !collective.empty();
-  setenv("DCOMM_ALGO", pipe ? (collective + ":shm_direct").c_str() : "all_reduce:cma", 1);
+  const bool pipe = !collective.empty() && collective != "all_to_all";
+  const std::string algo = collective == "all_to_all" ? "all_to_all:cma"
+                           : collective == "reduce"   ? "reduce:shm_pipe"
+                           : pipe                     ? collective + ":shm_direct"
+                                                      : "all_reduce:cma";
+  setenv("DCOMM_ALGO", algo.c_str(), 1);
   auto pg = dcomm::init();
   std::vector<float> x(std::size_t{4} << 20);
   std::vector<float> all(pg->size() * x.size());
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(pg->rank() + 1) + static_cast<float>(i % 7);
   auto call = [&] {
-    if (!pipe) {
+    if (collective == "all_to_all") {
+      const std::size_t n = x.size() / pg->size() * pg->size();  // P blocks
+      pg->all_to_all(dcomm::Buffer(x.data(), n), dcomm::Buffer(all.data(), n));
+    } else if (!pipe) {
       pg->all_reduce(dcomm::Buffer(x), dcomm::ReduceOp::kMax);
+    } else if (collective == "reduce") {
+      pg->reduce(dcomm::Buffer(x), dcomm::Buffer(all.data(), x.size()), 0, dcomm::ReduceOp::kMax);
     } else if (collective == "broadcast") {
       pg->broadcast(dcomm::Buffer(x), 0);
     } else {
@@ -196,7 +219,7 @@ int main(int argc, char** argv) {
   try {
     if (argc == 2 && std::strcmp(argv[1], "check") == 0) return check();
     if (argc >= 2 && std::strcmp(argv[1], "kill") == 0) return kill(argc == 3 ? argv[2] : "");
-    std::fprintf(stderr, "usage: mp_cma check|kill [broadcast|all_gather]\n");
+    std::fprintf(stderr, "usage: mp_cma check|kill [broadcast|all_gather|all_to_all|reduce]\n");
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mp_cma: %s\n", e.what());
