@@ -13,10 +13,8 @@
 // calls per 256 KiB piece of a slice, 2(P-1)/P·n bytes through them (priced β like the shm transport's large
 // messages, which are such copies too), and 2n bytes of memory traffic, priced 0.5·nγ (γ stands for the ~4
 // bytes of traffic a byte reduced costs: two read, one written, one allocated).
-// Selected by name only: on the VM measured, process_vm_readv moves 2.5-4.7 GB/s (about 1 µs a 4 KiB page,
-// pinned one by one) where memcpy moves 13-20 GB/s, so shm_direct's rounds through cache-resident windows,
-// with the same 2n of memory traffic, are faster at every size. Where cross-memory attach is cheap (bare
-// metal, huge pages) it may not be: `--algo cma` measures it.
+// Chosen by the model since session 6 (docs/algorithms.md): measured again, it took 0.37-0.9x shm_direct's time
+// from 64 KiB to 64 MiB on 2 ranks; below 32 KiB its two system calls a piece lose to the latency-bound rows.
 // Only for groups on one host and host memory.
 
 #include <cmath>
@@ -54,18 +52,20 @@ void run_all_reduce_cma(Context& c) {
   if (!cma_reduce(c, static_cast<State&>(**c.state).use, -1, 0)) ring_instead(c);
 }
 
-double cost_cma(const CostParams& p, double n, int size, double cma_bytes) {
-  // The check's rounds carry the addresses; then the finishing round of P-1 small messages, per piece of a
-  // slice P-1 reads and as many writes (system calls priced like half a message each), the bytes they move
-  // priced like the shm transport's large messages (β: they are its single copies too), and 2n bytes of memory
-  // traffic at 0.5·nγ.
+double cost_cma(const CostParams& p, double n, int size, double cma_bytes, double copies_per_piece) {
+  // The check's rounds carry the addresses; then the finishing round, per piece of a slice `copies_per_piece`
+  // system calls at α each (process_vm_readv/writev of a 256 KiB piece costs 1-2 µs on the VM measured: at 4 KiB
+  // all_reduce[cma] took 4.6-5.3 µs where shm_direct took 2.0; priced at α/2 each the model chose cma from 16 KiB,
+  // where it measured 1.5x shm_direct's time), the bytes they move priced like the shm transport's large messages
+  // (β: they are its single copies too), and 2n bytes of memory traffic at 0.5·nγ.
   const double pieces = std::ceil(n / size / kCmaPieceBytes);
-  return call_check_cost(p, size) + (1.0 + 0.25 * (size - 2)) * p.alpha + pieces * (size - 1) * p.alpha +
+  return call_check_cost(p, size) + (1.0 + 0.25 * (size - 2)) * p.alpha + pieces * copies_per_piece * p.alpha +
          cma_bytes * p.beta + 0.5 * n * p.gamma;
 }
 
 double cost_all_reduce_cma(const CostParams& p, double n, int size) {
-  return cost_cma(p, n, size, 2.0 * fraction(size) * n);  // reads the others' parts of its slice, writes it back
+  // Reads the others' parts of its slice and writes it back: 2(P-1) copies a piece.
+  return cost_cma(p, n, size, 2.0 * fraction(size) * n, 2.0 * (size - 1));
 }
 
 namespace {
@@ -73,7 +73,7 @@ namespace {
 const Registration kRow{{Collective::kAllReduce, "cma",
                          "one node: each rank reduces its slice from the others' inputs and writes it into their "
                          "outputs, single copies with process_vm_readv/writev",
-                         supports_cma, run_all_reduce_cma, cost_all_reduce_cma, /*fuses_check=*/true, /*by_name_only=*/true,
+                         supports_cma, run_all_reduce_cma, cost_all_reduce_cma, /*fuses_check=*/true, /*by_name_only=*/false,
                          /*takes_input=*/true}};
 }  // namespace
 

@@ -40,13 +40,14 @@ void run_all_reduce_shm_direct(Context& c) {
 }
 
 double cost_all_reduce_shm_direct(const CostParams& p, double n, int size) {
-  // Still priced with the separate check although the check is its first barrier: the formula has no term for
-  // reading the other ranks' windows, and without the check's share it undercuts all_reduce[bruck] on small
-  // calls that bruck serves faster (2 ranks, 2 KiB: 1.25 against 0.96 us; 3 ranks on 2 cores, 64 B to 2 KiB:
-  // 13.5 against 7 us).
+  // reduce[shm_direct]'s price (the same steps, every rank copying out): the reads of the others' windows cross
+  // cores like the transport's copies, so they are priced at β. Priced at γ alone the model preferred this row to
+  // cma, which measured 1.1-2.7x faster on 2 ranks at every size from 16 KiB to 64 MiB (2026-11-25, two quiet runs,
+  // mpirun --bind-to core; docs/benchmark.md "Session 6"). Still with the separate check although the check is its
+  // first barrier: without the check's share it undercuts all_reduce[bruck] on small calls that bruck serves faster.
   const double rounds = std::max(1.0, std::ceil(n / static_cast<double>(kShmRoundBytes)));
-  return 2.0 * rounds * log2_rounds(size) * p.alpha + (1.0 + 2.0 * fraction(size)) * n * p.gamma +
-         call_check_cost(p, size);
+  return 2.0 * rounds * log2_rounds(size) * p.alpha + 2.0 * fraction(size) * n * p.beta +
+         (1.0 + 2.0 * fraction(size)) * n * p.gamma + call_check_cost(p, size);
 }
 
 namespace {

@@ -42,7 +42,7 @@ double cost_reduce_cma(const CostParams& p, double n, int size) {
   // Off the root a rank reads the others' parts of its slice and writes the slice to the root, P copies of a slice
   // of n(P-1)/(P + (P-1)²) (the root's, n·P/(P + (P-1)²), takes P-1 copies of its parts: as many bytes).
   const double copies = static_cast<double>(size) * (size - 1) / (size + static_cast<double>(size - 1) * (size - 1));
-  return cost_cma(p, n, size, copies * n);
+  return cost_cma(p, n, size, copies * n, static_cast<double>(size - 1) + 1.0);  // P-1 reads, one write
 }
 
 namespace {

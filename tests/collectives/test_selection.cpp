@@ -260,7 +260,8 @@ TEST_CASE("two link classes: hierarchical rows win across nodes, one node's choi
   std::remove(path.c_str());
 }
 
-TEST_CASE("one node: all_to_all takes single copies (cma) to 1 MiB, the pipe from 4 MiB; reduce the pipe on 2 ranks",
+TEST_CASE("one node: all_to_all takes single copies (cma) to 1 MiB, the pipe from 4 MiB; reduce the pipe on 2 ranks; "
+          "all_reduce single copies from 64-256 KiB",
           "[collectives][engine]") {
   // The built-in one-node parameters, which a probe on one node settles on (coll::stabilize). Where measured
   // (docs/algorithms.md), cma was as fast as pairwise on 2 ranks and faster on 3-4, and faster than shm_direct
@@ -284,6 +285,17 @@ TEST_CASE("one node: all_to_all takes single copies (cma) to 1 MiB, the pipe fro
       for (std::size_t bytes : {std::size_t{16} << 10, std::size_t{256} << 10, std::size_t{4} << 20}) {
         if (size == 2) expect(sample_args(Collective::kReduce, bytes, size), "shm_pipe", fmt::format("reduce of {} B", bytes));
       }
+      // all_reduce: cma measured 1.1-2.7x faster than shm_direct on 2 ranks from 64 KiB to 64 MiB, two quiet runs
+      // (docs/benchmark.md "Session 6"); priced with shm_direct's window reads at β, the engine's copy before the
+      // rows that need one, and a system call per CMA copy at α, the model takes it there (from 256 KiB on 3-4).
+      for (std::size_t bytes : {std::size_t{64} << 10, std::size_t{256} << 10, std::size_t{4} << 20,
+                                std::size_t{64} << 20}) {
+        if (size > 2 && bytes < (std::size_t{256} << 10)) continue;
+        expect(sample_args(Collective::kAllReduce, bytes, size), "cma", fmt::format("all_reduce of {} B", bytes));
+      }
+      // Below, what a few bytes cost decides: a latency-bound row, not a single copy (4 KiB: cma 4.6-5.3 us).
+      const std::string small = cheapest(sample_args(Collective::kAllReduce, 4096, size), node, p)->name;
+      if (small == "cma" || small == "shm_direct") rec.failures.push_back(fmt::format("{} ranks, all_reduce of 4 KiB: {}", size, small));
       // all_to_all_v is neither's: its blocks differ per rank.
       Args v = sample_args(Collective::kAllToAll, std::size_t{1} << 20, size);
       v.vector_variant = true;
