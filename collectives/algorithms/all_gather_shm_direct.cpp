@@ -7,8 +7,10 @@
 // Memory traffic per rank: its block in (n/P) and every other block out ((P-1)n/P), all at memory-copy speed and
 // at the same time on every core, where ring moves (P-1)n/P by cross-memory attach (non-temporal stores from an
 // 8 MiB result).
-// Cost: (2 + k/4)α + nγ, k = P·⌈(n/P) / piece⌉ (cost_shm_pipe; n = the gathered bytes). Only for one host and
-// host memory.
+// Cost: (2 + k/4)α + (P-1)/P·nβ + nγ, k = P·⌈(n/P) / piece⌉ (cost_shm_pipe; n = the gathered bytes): the reads of
+// the others' windows cross cores like the transport's copies, so they are priced at β as all_reduce[shm_direct]'s
+// are. Priced at γ alone the model preferred this row to all_gather[cma], which measured 1.2-1.5x faster on 2 ranks
+// from 256 KiB to 4 MiB (rough, docs/algorithms.md). Only for one host and host memory.
 
 #include <cmath>
 #include <cstring>
@@ -61,7 +63,8 @@ void run_all_gather_shm_direct(Context& c) {
 
 double cost_all_gather_shm_direct(const CostParams& p, double n, int size) {
   const double per_rank = n / size;
-  return cost_shm_pipe(p, n, size * std::ceil(per_rank / static_cast<double>(kPipePieceBytes)));
+  return cost_shm_pipe(p, n, size * std::ceil(per_rank / static_cast<double>(kPipePieceBytes))) +
+         fraction(size) * n * p.beta;
 }
 
 // This algorithm's row of the table (collectives/registry.hpp), registered before main().

@@ -261,7 +261,7 @@ TEST_CASE("two link classes: hierarchical rows win across nodes, one node's choi
 }
 
 TEST_CASE("one node: all_to_all takes single copies (cma) to 1 MiB, the pipe from 4 MiB; reduce the pipe on 2 ranks; "
-          "all_reduce single copies from 64-256 KiB",
+          "all_reduce single copies from 64-256 KiB, all_gather from 64 KiB",
           "[collectives][engine]") {
   // The built-in one-node parameters, which a probe on one node settles on (coll::stabilize). Where measured
   // (docs/algorithms.md), cma was as fast as pairwise on 2 ranks and faster on 3-4, and faster than shm_direct
@@ -293,6 +293,21 @@ TEST_CASE("one node: all_to_all takes single copies (cma) to 1 MiB, the pipe fro
         if (size > 2 && bytes < (std::size_t{256} << 10)) continue;
         expect(sample_args(Collective::kAllReduce, bytes, size), "cma", fmt::format("all_reduce of {} B", bytes));
       }
+      // all_gather: cma (one copy per byte) measured 1.2-1.5x faster than shm_direct (two) on 2 ranks from 256 KiB
+      // to 4 MiB and 1.5-2x faster than ring from 64 KiB (rough, docs/algorithms.md); priced with shm_direct's
+      // window reads at β as all_reduce's are, the model takes it there, and on 3-4 ranks, where its one round of
+      // reads beats ring's P-1 rounds. Below a few KiB the call check's rounds carry it all (bruck).
+      for (std::size_t bytes : {std::size_t{64} << 10, std::size_t{256} << 10, std::size_t{1} << 20,
+                                std::size_t{4} << 20}) {
+        const std::size_t count = bytes / static_cast<std::size_t>(size) * static_cast<std::size_t>(size);
+        expect(sample_args(Collective::kAllGather, count, size), "cma", fmt::format("all_gather of {} B", count));
+      }
+      // With the engine's call check (on by default), whose rounds bruck rides on and cma pays on top, 1 KiB is
+      // bruck's (or the slot's, where the group has slots).
+      CostParams checked = p;
+      checked.check_calls = true;
+      const std::string tiny = cheapest(sample_args(Collective::kAllGather, 1024, size), node, checked)->name;
+      if (tiny != "bruck" && tiny != "slot") rec.failures.push_back(fmt::format("{} ranks, all_gather of 1 KiB: {}", size, tiny));
       // Below, what a few bytes cost decides: a latency-bound row, not a single copy (4 KiB: cma 4.6-5.3 us).
       const std::string small = cheapest(sample_args(Collective::kAllReduce, 4096, size), node, p)->name;
       if (small == "cma" || small == "shm_direct") rec.failures.push_back(fmt::format("{} ranks, all_reduce of 4 KiB: {}", size, small));

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""all_reduce[cma], reduce[cma] and all_to_all[cma] (and the shm_direct rows, reduce[shm_pipe]) in real processes under dcomm-run: threshold sizes on
+"""all_reduce[cma], reduce[cma], all_to_all[cma] and all_gather[cma] (and the shm_direct rows, reduce[shm_pipe]) in real processes under dcomm-run: threshold sizes on
 3 and 5 ranks, a rank that refuses cross-memory attach (the group must agree and fall back), and a rank killed mid
 single copy or mid pipe (every survivor names it)."""
 import re
@@ -38,11 +38,12 @@ for n, env, expect_log in ((3, {}, None), (5, {"MP_CMA_NO_ROUNDS": "1"}, None),
         problems.append(f"{what}: no rank logged the fallback (/{expect_log}/)\n{out}")
     print(f"{what}: {took:.1f} s")
 
-# all_reduce[cma] and all_to_all[cma] (mid single copy), then the pipes of broadcast and all_gather [shm_direct] and
+# all_reduce[cma], all_to_all[cma] and all_gather[cma] (mid single copy), then the pipes of broadcast and all_gather [shm_direct] and
 # reduce[shm_pipe] (mid pipe: a root waiting for acknowledgements,
 # readers waiting for pieces).
-for what in ("", "all_to_all", "broadcast", "all_gather", "reduce"):
-    name = f"kill {what + '[cma]' if what == 'all_to_all' else what or 'all_reduce[cma]'}"
+single = {"": "all_reduce[cma]", "all_to_all": "all_to_all[cma]", "all_gather_cma": "all_gather[cma]"}
+for what in ("", "all_to_all", "all_gather_cma", "broadcast", "all_gather", "reduce"):
+    name = f"kill {single.get(what, what)}"
     p, out, took = launch(3, "kill", *([what] if what else []))
     if p.returncode == 0:
         problems.append(f"{name}: dcomm-run exited 0 although rank 1 was killed")
@@ -52,7 +53,7 @@ for what in ("", "all_to_all", "broadcast", "all_gather", "reduce"):
             problems.append(f"{name}: rank {r} did not report rank 1 (looked for /{pat}/)\n{out}")
     if took > 120:
         problems.append(f"{name}: took {took:.1f} s: survivors should notice within seconds")
-    if what in ("", "all_to_all"):
+    if what in single:
         mid_copy = re.search(r"could not (read|write) .* rank 1's memory .*process \d+ \(rank 1\) exited", out)
         print(f"{name}: {took:.1f} s; a survivor {'was' if mid_copy else 'was not'} in a single copy from rank 1")
     else:

@@ -7,10 +7,11 @@
 //     each rank checks against the serial reference and the ranks compare digests. MP_CMA_DENY_RANK=r makes
 //     rank r refuse cross-memory attach (DCOMM_SHM_CMA=0 in its environment only): the group must agree and
 //     fall back on every rank, with the same results.
-//     Then all_to_all[cma], reduce[shm_pipe] and broadcast, all_gather, gather, scatter, all_to_all and reduce_scatter [shm_direct] (shm_pipe.hpp) at
+//     Then all_to_all[cma], all_gather[cma], reduce[shm_pipe] and broadcast, all_gather, gather, scatter, all_to_all and reduce_scatter [shm_direct] (shm_pipe.hpp) at
 //     counts around their 256 KiB pieces and past their rings of slots, every root in turn, in place or not.
 //   mp_cma kill [COLLECTIVE]: rank 1 is killed (SIGKILL from a thread of its own) while the group runs 16 MiB
-//     all_reduce[cma] calls, mostly in the middle of single copies (or all_to_all[cma] calls, or
+//     all_reduce[cma] calls, mostly in the middle of single copies (or all_to_all[cma] or all_gather[cma] calls
+//     (all_gather_cma), or
 //     COLLECTIVE[shm_direct] calls: broadcast or all_gather, or reduce[shm_pipe], mostly mid pipe); every survivor
 //     must print an error naming rank 1 and exit 3.
 //   dcomm-run --nproc-per-node 3 -- mp_cma check|kill [COLLECTIVE]
@@ -131,9 +132,10 @@ int check() {
       }
     }
   }
-  // all_to_all[cma] and reduce[shm_pipe]: the pipes' counts (around a piece; blocks that end mid-word), every root
-  // in turn, in place or not.
-  for (auto [coll, name] : {std::pair{Collective::kAllToAll, "cma"}, std::pair{Collective::kReduce, "shm_pipe"}}) {
+  // all_to_all[cma], all_gather[cma] and reduce[shm_pipe]: the pipes' counts (around a piece; blocks that end
+  // mid-word), every root in turn, in place or not.
+  for (auto [coll, name] : {std::pair{Collective::kAllToAll, "cma"}, std::pair{Collective::kAllGather, "cma"},
+                            std::pair{Collective::kReduce, "shm_pipe"}}) {
     const Algorithm* algo = find_algorithm(coll, name);
     if (algo == nullptr) {
       rec.failures.push_back(fmt::format("no {}[{}]", to_string(coll), name));
@@ -171,12 +173,14 @@ int check() {
   return rec.failures.empty() ? 0 : 1;
 }
 
-int kill(const std::string& collective) {
-  const bool pipe = !collective.empty() && collective != "all_to_all";
-  const std::string algo = collective == "all_to_all" ? "all_to_all:cma"
-                           : collective == "reduce"   ? "reduce:shm_pipe"
-                           : pipe                     ? collective + ":shm_direct"
-                                                      : "all_reduce:cma";
+int kill(const std::string& what) {
+  // "all_gather_cma": all_gather[cma], a single copy like all_to_all[cma].
+  const bool single = what == "all_to_all" || what == "all_gather_cma";
+  const std::string collective = what == "all_gather_cma" ? "all_gather" : what;
+  const std::string algo = single                   ? collective + ":cma"
+                           : collective == "reduce" ? "reduce:shm_pipe"
+                           : !collective.empty()    ? collective + ":shm_direct"
+                                                    : "all_reduce:cma";
   setenv("DCOMM_ALGO", algo.c_str(), 1);
   auto pg = dcomm::init();
   std::vector<float> x(std::size_t{4} << 20);
@@ -186,7 +190,7 @@ int kill(const std::string& collective) {
     if (collective == "all_to_all") {
       const std::size_t n = x.size() / pg->size() * pg->size();  // P blocks
       pg->all_to_all(dcomm::Buffer(x.data(), n), dcomm::Buffer(all.data(), n));
-    } else if (!pipe) {
+    } else if (collective.empty()) {
       pg->all_reduce(dcomm::Buffer(x), dcomm::ReduceOp::kMax);
     } else if (collective == "reduce") {
       pg->reduce(dcomm::Buffer(x), dcomm::Buffer(all.data(), x.size()), 0, dcomm::ReduceOp::kMax);
@@ -219,7 +223,7 @@ int main(int argc, char** argv) {
   try {
     if (argc == 2 && std::strcmp(argv[1], "check") == 0) return check();
     if (argc >= 2 && std::strcmp(argv[1], "kill") == 0) return kill(argc == 3 ? argv[2] : "");
-    std::fprintf(stderr, "usage: mp_cma check|kill [broadcast|all_gather|all_to_all|reduce]\n");
+    std::fprintf(stderr, "usage: mp_cma check|kill [broadcast|all_gather|all_gather_cma|all_to_all|reduce]\n");
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mp_cma: %s\n", e.what());
