@@ -42,6 +42,7 @@ CostParams priced_for(const GroupView& view, CostParams p) {
     p.nodes = t.node_count();
     p.local = t.max_local;
     p.min_local = t.min_local;
+    p.shared_cores = p.shared_cores || t.shares_cores;
   }
   return p;
 }

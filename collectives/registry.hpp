@@ -28,6 +28,8 @@ struct CostParams {
   int nodes = 1;
   int local = 1;
   int min_local = 1;  ///< ranks on the emptiest node: a node with fewer serves several rails
+  /// Some ranks share cores (Topology::shares_cores): a reader then often runs on the core that wrote the data.
+  bool shared_cores = false;
   /// Whether the engine checks calls: algorithms that do not fuse the check pay its ⌈log₂P⌉ rounds on top.
   bool check_calls = false;
 };

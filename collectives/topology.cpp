@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <map>
 
+#include "transports/placement.hpp"
+
 namespace dcomm::coll {
 
 int Topology::rail_member(int rail, int node) const {
@@ -45,11 +47,15 @@ std::string Topology::describe() const {
 
 Topology topology_of(const GroupView& view) {
   std::vector<std::string> hosts;
+  std::vector<transport::PeerInfo> peers;
   for (int r = 0; r < view.size; ++r) {
     const int world = view.world_ranks.empty() ? r : view.world_ranks[static_cast<std::size_t>(r)];
     hosts.push_back(view.mesh ? view.mesh->peer(world).host_id : std::string("local"));
+    if (view.mesh) peers.push_back(view.mesh->peer(world));
   }
-  return topology_of(hosts);
+  Topology t = topology_of(hosts);
+  for (int r = 0; r < static_cast<int>(peers.size()) && !t.shares_cores; ++r) t.shares_cores = transport::shares_cores(peers, r);
+  return t;
 }
 
 Topology topology_of(const std::vector<std::string>& hosts) {

@@ -22,6 +22,9 @@ struct Topology {
   std::vector<int> local_of;          ///< per group rank: its index on its node
   int max_local = 1;                  ///< ranks on the fullest node
   int min_local = 1;                  ///< ranks on the emptiest node
+  /// Some rank shares its cores with others of its node (transports/placement.hpp: from every rank's affinity, so
+  /// alike on every rank): 3 or 4 ranks on 2 cores. The cost model prices cross-core reads differently then.
+  bool shares_cores = false;
 
   int node_count() const { return static_cast<int>(nodes.size()); }
   int leader(int node) const { return nodes[static_cast<std::size_t>(node)][0]; }

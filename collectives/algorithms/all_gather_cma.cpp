@@ -16,7 +16,8 @@
 // ring's messages are), all_to_all[cma]'s price. Its own block's copy is left out, as every all_gather row makes
 // it and none prices it. At P = 2 that is ring's price (one round, the same bytes); this row comes first in the
 // table and wins the tie: it measured 1.5-2x faster than ring from 64 KiB (ring pipelines its one message in
-// chunks, each announced and acknowledged). Regular all_gather, host memory, one host.
+// chunks, each announced and acknowledged). Where ranks share cores, ⌈log₂P⌉α more for the exchange of addresses
+// (a wait for every rank to be scheduled). Regular all_gather, host memory, one host.
 
 #include <cstring>
 
@@ -65,8 +66,11 @@ void run_all_gather_cma(Context& c) {
 
 double cost_all_gather_cma(const CostParams& p, double n, int size) {
   // Summed in the order the model prices ring (its row, then the separate check), so that the two tie exactly at
-  // P = 2 and the table's order decides.
-  return ((1.0 + 0.25 * (size - 2)) * p.alpha + fraction(size) * n * p.beta) + call_check_cost(p, size);
+  // P = 2 and the table's order decides. Where ranks share cores, the exchange of addresses is a wait for every
+  // rank to be scheduled, priced as a check's rounds (on 3 ranks on 2 cores this row took 19 us at 16 KiB where
+  // shm_direct took 9 and ring 11).
+  const double exchange = p.shared_cores ? log2_rounds(size) * p.alpha : 0.0;
+  return ((1.0 + 0.25 * (size - 2)) * p.alpha + fraction(size) * n * p.beta) + call_check_cost(p, size) + exchange;
 }
 
 bool supports_all_gather_cma(const Args& args, const GroupView& view) {

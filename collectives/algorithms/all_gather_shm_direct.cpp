@@ -7,10 +7,13 @@
 // Memory traffic per rank: its block in (n/P) and every other block out ((P-1)n/P), all at memory-copy speed and
 // at the same time on every core, where ring moves (P-1)n/P by cross-memory attach (non-temporal stores from an
 // 8 MiB result).
-// Cost: (2 + k/4)α + (P-1)/P·nβ + nγ, k = P·⌈(n/P) / piece⌉ (cost_shm_pipe; n = the gathered bytes): the reads of
-// the others' windows cross cores like the transport's copies, so they are priced at β as all_reduce[shm_direct]'s
-// are. Priced at γ alone the model preferred this row to all_gather[cma], which measured 1.2-1.5x faster on 2 ranks
-// from 256 KiB to 4 MiB (rough, docs/algorithms.md). Only for one host and host memory.
+// Cost: (2 + k/4)α + (P-1)/P·nβ + nγ, k = P·⌈(n/P) / piece⌉ (cost_shm_pipe; n = the gathered bytes): where every
+// rank owns its core, the reads of the others' windows cross cores like the transport's copies, so they are priced
+// at β as all_reduce[shm_direct]'s are (priced at γ alone the model preferred this row to all_gather[cma], which
+// measured 1.2-1.5x faster on 2 ranks bound to a core each, 256 KiB to 4 MiB). Where ranks share cores (3-4 ranks
+// on 2), a reader often runs where the piece was written and the total work decides: the β term is left out, and
+// this row measured 1.3-3x faster than cma there, 16 KiB to 4 MiB (rough, docs/algorithms.md). One host, host
+// memory.
 
 #include <cmath>
 #include <cstring>
@@ -64,7 +67,7 @@ void run_all_gather_shm_direct(Context& c) {
 double cost_all_gather_shm_direct(const CostParams& p, double n, int size) {
   const double per_rank = n / size;
   return cost_shm_pipe(p, n, size * std::ceil(per_rank / static_cast<double>(kPipePieceBytes))) +
-         fraction(size) * n * p.beta;
+         (p.shared_cores ? 0.0 : fraction(size) * n * p.beta);
 }
 
 // This algorithm's row of the table (collectives/registry.hpp), registered before main().

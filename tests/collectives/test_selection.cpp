@@ -293,14 +293,27 @@ TEST_CASE("one node: all_to_all takes single copies (cma) to 1 MiB, the pipe fro
         if (size > 2 && bytes < (std::size_t{256} << 10)) continue;
         expect(sample_args(Collective::kAllReduce, bytes, size), "cma", fmt::format("all_reduce of {} B", bytes));
       }
-      // all_gather: cma (one copy per byte) measured 1.2-1.5x faster than shm_direct (two) on 2 ranks from 256 KiB
-      // to 4 MiB and 1.5-2x faster than ring from 64 KiB (rough, docs/algorithms.md); priced with shm_direct's
-      // window reads at β as all_reduce's are, the model takes it there, and on 3-4 ranks, where its one round of
-      // reads beats ring's P-1 rounds. Below a few KiB the call check's rounds carry it all (bruck).
+      // all_gather: cma (one copy per byte) measured 1.2-1.5x faster than shm_direct (two) on 2 ranks bound to a
+      // core each from 256 KiB to 4 MiB, and 1.5-2x faster than ring from 64 KiB; on 3-4 ranks sharing 2 cores
+      // shm_direct was 1.3-3x faster than cma (rough, docs/algorithms.md). Priced with shm_direct's window reads at
+      // β where every rank owns its core, the model takes cma there (and on 3-4 ranks with a core each, where its
+      // one round of reads beats ring's P-1 rounds), shm_direct where ranks share cores. Whether these threads
+      // share cores depends on the machine: both cases are checked, sharing also forced.
+      const bool shared = node.hierarchy && node.hierarchy->topo.shares_cores;
+      CostParams sharing = p;
+      sharing.shared_cores = true;
       for (std::size_t bytes : {std::size_t{64} << 10, std::size_t{256} << 10, std::size_t{1} << 20,
                                 std::size_t{4} << 20}) {
         const std::size_t count = bytes / static_cast<std::size_t>(size) * static_cast<std::size_t>(size);
-        expect(sample_args(Collective::kAllGather, count, size), "cma", fmt::format("all_gather of {} B", count));
+        const Args a = sample_args(Collective::kAllGather, count, size);
+        expect(a, shared ? "shm_direct" : "cma", fmt::format("all_gather of {} B{}", count, shared ? ", cores shared" : ""));
+        const std::string got = cheapest(a, node, sharing)->name;
+        if (got != "shm_direct") rec.failures.push_back(fmt::format("{} ranks, all_gather of {} B, cores shared: {}", size, count, got));
+      }
+      // 16 KiB on ranks that share cores: not cma (3 ranks on 2 cores: cma 19 us, shm_direct 9, ring 11).
+      if (size > 2) {
+        const std::string small_ag = cheapest(sample_args(Collective::kAllGather, 16383, size), node, sharing)->name;
+        if (small_ag == "cma") rec.failures.push_back(fmt::format("{} ranks, all_gather of 16 KiB, cores shared: cma", size));
       }
       // With the engine's call check (on by default), whose rounds bruck rides on and cma pays on top, 1 KiB is
       // bruck's (or the slot's, where the group has slots).
