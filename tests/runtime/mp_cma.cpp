@@ -7,7 +7,7 @@
 //     each rank checks against the serial reference and the ranks compare digests. MP_CMA_DENY_RANK=r makes
 //     rank r refuse cross-memory attach (DCOMM_SHM_CMA=0 in its environment only): the group must agree and
 //     fall back on every rank, with the same results.
-//     Then all_to_all[cma], all_gather[cma], reduce[shm_pipe] and broadcast, all_gather, gather, scatter, all_to_all and reduce_scatter [shm_direct] (shm_pipe.hpp) at
+//     Then all_to_all, all_gather and gather [cma], reduce[shm_pipe] and broadcast, all_gather, gather, scatter, all_to_all and reduce_scatter [shm_direct] (shm_pipe.hpp) at
 //     counts around their 256 KiB pieces and past their rings of slots, every root in turn, in place or not.
 //   mp_cma kill [COLLECTIVE]: rank 1 is killed (SIGKILL from a thread of its own) while the group runs 16 MiB
 //     all_reduce[cma] calls, mostly in the middle of single copies (or all_to_all[cma] or all_gather[cma] calls
@@ -132,10 +132,10 @@ int check() {
       }
     }
   }
-  // all_to_all[cma], all_gather[cma] and reduce[shm_pipe]: the pipes' counts (around a piece; blocks that end
-  // mid-word), every root in turn, in place or not.
+  // all_to_all, all_gather and gather [cma] and reduce[shm_pipe]: the pipes' counts (around a piece; blocks that
+  // end mid-word), every root in turn, in place or not.
   for (auto [coll, name] : {std::pair{Collective::kAllToAll, "cma"}, std::pair{Collective::kAllGather, "cma"},
-                            std::pair{Collective::kReduce, "shm_pipe"}}) {
+                            std::pair{Collective::kGather, "cma"}, std::pair{Collective::kReduce, "shm_pipe"}}) {
     const Algorithm* algo = find_algorithm(coll, name);
     if (algo == nullptr) {
       rec.failures.push_back(fmt::format("no {}[{}]", to_string(coll), name));
