@@ -10,8 +10,8 @@
 //     Then all_to_all, all_gather and gather [cma], reduce[shm_pipe] and broadcast, all_gather, gather, scatter, all_to_all and reduce_scatter [shm_direct] (shm_pipe.hpp) at
 //     counts around their 256 KiB pieces and past their rings of slots, every root in turn, in place or not.
 //   mp_cma kill [COLLECTIVE]: rank 1 is killed (SIGKILL from a thread of its own) while the group runs 16 MiB
-//     all_reduce[cma] calls, mostly in the middle of single copies (or all_to_all[cma] or all_gather[cma] calls
-//     (all_gather_cma), or
+//     all_reduce[cma] calls, mostly in the middle of single copies (or all_to_all[cma], all_gather[cma] or
+//     gather[cma] calls (all_gather_cma, gather_cma), or
 //     COLLECTIVE[shm_direct] calls: broadcast or all_gather, or reduce[shm_pipe], mostly mid pipe); every survivor
 //     must print an error naming rank 1 and exit 3.
 //   dcomm-run --nproc-per-node 3 -- mp_cma check|kill [COLLECTIVE]
@@ -174,9 +174,9 @@ int check() {
 }
 
 int kill(const std::string& what) {
-  // "all_gather_cma": all_gather[cma], a single copy like all_to_all[cma].
-  const bool single = what == "all_to_all" || what == "all_gather_cma";
-  const std::string collective = what == "all_gather_cma" ? "all_gather" : what;
+  // "all_gather_cma", "gather_cma": all_gather[cma], gather[cma] (root 0 reads), single copies like all_to_all[cma].
+  const bool single = what == "all_to_all" || what == "all_gather_cma" || what == "gather_cma";
+  const std::string collective = single && what != "all_to_all" ? what.substr(0, what.size() - 4) : what;
   const std::string algo = single                   ? collective + ":cma"
                            : collective == "reduce" ? "reduce:shm_pipe"
                            : !collective.empty()    ? collective + ":shm_direct"
@@ -194,6 +194,8 @@ int kill(const std::string& what) {
       pg->all_reduce(dcomm::Buffer(x), dcomm::ReduceOp::kMax);
     } else if (collective == "reduce") {
       pg->reduce(dcomm::Buffer(x), dcomm::Buffer(all.data(), x.size()), 0, dcomm::ReduceOp::kMax);
+    } else if (collective == "gather") {
+      pg->gather(dcomm::Buffer(x), dcomm::Buffer(all), 0);
     } else if (collective == "broadcast") {
       pg->broadcast(dcomm::Buffer(x), 0);
     } else {
@@ -223,7 +225,7 @@ int main(int argc, char** argv) {
   try {
     if (argc == 2 && std::strcmp(argv[1], "check") == 0) return check();
     if (argc >= 2 && std::strcmp(argv[1], "kill") == 0) return kill(argc == 3 ? argv[2] : "");
-    std::fprintf(stderr, "usage: mp_cma check|kill [broadcast|all_gather|all_gather_cma|all_to_all|reduce]\n");
+    std::fprintf(stderr, "usage: mp_cma check|kill [broadcast|all_gather|all_gather_cma|gather_cma|all_to_all|reduce]\n");
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mp_cma: %s\n", e.what());
