@@ -47,16 +47,29 @@ std::string Topology::describe() const {
 
 Topology topology_of(const GroupView& view) {
   std::vector<std::string> hosts;
-  std::vector<transport::PeerInfo> peers;
   for (int r = 0; r < view.size; ++r) {
     const int world = view.world_ranks.empty() ? r : view.world_ranks[static_cast<std::size_t>(r)];
     hosts.push_back(view.mesh ? view.mesh->peer(world).host_id : std::string("local"));
-    if (view.mesh) peers.push_back(view.mesh->peer(world));
   }
-  Topology t = topology_of(hosts);
-  for (int r = 0; r < static_cast<int>(peers.size()) && !t.shares_cores; ++r) t.shares_cores = transport::shares_cores(peers, r);
-  return t;
+  return topology_of(hosts);
 }
+
+namespace {
+
+// Whether some rank of the group shares its cores (from the affinities every rank published: alike everywhere).
+bool group_shares_cores(const GroupView& view) {
+  if (!view.mesh) return false;
+  std::vector<transport::PeerInfo> peers;
+  for (int r = 0; r < view.size; ++r) {
+    peers.push_back(view.mesh->peer(view.world_ranks.empty() ? r : view.world_ranks[static_cast<std::size_t>(r)]));
+  }
+  for (int r = 0; r < view.size; ++r) {
+    if (transport::shares_cores(peers, r)) return true;
+  }
+  return false;
+}
+
+}  // namespace
 
 Topology topology_of(const std::vector<std::string>& hosts) {
   Topology t;
@@ -100,6 +113,7 @@ GroupView sub_view(const GroupView& group, const std::vector<int>& members) {
 std::shared_ptr<const Hierarchy> build_hierarchy(const GroupView& view, const std::vector<std::string>& hosts) {
   auto h = std::make_shared<Hierarchy>();
   h->topo = hosts.empty() ? topology_of(view) : topology_of(hosts);
+  h->topo.shares_cores = group_shares_cores(view);  // once per group: the cost model reads it on every choice
   const Topology& t = h->topo;
   h->node = t.node_of[static_cast<std::size_t>(view.rank)];
   h->local = t.local_of[static_cast<std::size_t>(view.rank)];

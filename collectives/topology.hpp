@@ -24,6 +24,7 @@ struct Topology {
   int min_local = 1;                  ///< ranks on the emptiest node
   /// Some rank shares its cores with others of its node (transports/placement.hpp: from every rank's affinity, so
   /// alike on every rank): 3 or 4 ranks on 2 cores. The cost model prices cross-core reads differently then.
+  /// Set by build_hierarchy (not by topology_of).
   bool shares_cores = false;
 
   int node_count() const { return static_cast<int>(nodes.size()); }
