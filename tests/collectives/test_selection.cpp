@@ -294,7 +294,7 @@ TEST_CASE("one node: all_to_all takes single copies (cma) to 1 MiB, the pipe fro
         expect(sample_args(Collective::kAllReduce, bytes, size), "cma", fmt::format("all_reduce of {} B", bytes));
       }
       // all_gather: cma (one copy per byte) measured 1.2-1.5x faster than shm_direct (two) on 2 ranks bound to a
-      // core each from 256 KiB to 4 MiB, and 1.5-2x faster than ring from 64 KiB; on 3-4 ranks sharing 2 cores
+      // core each from 256 KiB to 4 MiB, and 1.5-2x faster than ring from 64 KiB (not below: docs/algorithms.md); on 3-4 ranks sharing 2 cores
       // shm_direct was 1.3-3x faster than cma (rough, docs/algorithms.md). Priced with shm_direct's window reads at
       // β where every rank owns its core, the model takes cma there (and on 3-4 ranks with a core each, where its
       // one round of reads beats ring's P-1 rounds), shm_direct where ranks share cores. Whether these threads
