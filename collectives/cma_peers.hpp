@@ -7,9 +7,9 @@
 //      them take the same path (exchange);
 //   2. the algorithm's own process_vm_readv/writev copies (copy), each outcome kept as a CmaStatus;
 //   3. every rank tells every other it is done, or how it failed (a round of messages, or a slot exchange); none
-//      returns (letting its buffers go) before all have said so (finish). A failed read or write (a peer that exited: ESRCH; a refused one: EPERM)
-//      reaches every rank, and each throws an error naming the rank that failed and the rank whose memory it
-//      touched (fail).
+//      returns (letting its buffers go) before all have said so (finish). A failed read or write (a peer that exited:
+//      ESRCH; a refused one: EPERM) reaches every rank, and each throws an error naming the rank that failed and the
+//      rank whose memory it touched (fail).
 // Users: all_reduce[cma] and reduce[cma] (collectives/cma_slices.hpp), all_to_all[cma], all_gather[cma].
 
 #include <cstddef>

@@ -260,9 +260,10 @@ TEST_CASE("two link classes: hierarchical rows win across nodes, one node's choi
   std::remove(path.c_str());
 }
 
-TEST_CASE("one node: all_to_all takes single copies (cma) to 1 MiB, the pipe from 4 MiB; reduce the pipe on 2 ranks; "
-          "all_reduce single copies from 64-256 KiB, all_gather from 64 KiB",
-          "[collectives][engine]") {
+TEST_CASE(
+    "one node: all_to_all takes single copies (cma) to 1 MiB, the pipe from 4 MiB; reduce the pipe on 2 ranks; "
+    "all_reduce single copies from 64-256 KiB, all_gather from 64 KiB",
+    "[collectives][engine]") {
   // The built-in one-node parameters, which a probe on one node settles on (coll::stabilize). Where measured
   // (docs/algorithms.md), cma was as fast as pairwise on 2 ranks and faster on 3-4, and faster than shm_direct
   // from 256 KiB up to 1-2 MiB (2 ranks) and 2-4 MiB (4 ranks); shm_direct was faster beyond. The one-node rows
@@ -294,33 +295,37 @@ TEST_CASE("one node: all_to_all takes single copies (cma) to 1 MiB, the pipe fro
         expect(sample_args(Collective::kAllReduce, bytes, size), "cma", fmt::format("all_reduce of {} B", bytes));
       }
       // all_gather: cma (one copy per byte) measured 1.2-1.5x faster than shm_direct (two) on 2 ranks bound to a
-      // core each from 256 KiB to 4 MiB, and 1.5-2x faster than ring from 64 KiB (not below: docs/algorithms.md); on 3-4 ranks sharing 2 cores
-      // shm_direct was 1.3-3x faster than cma (rough, docs/algorithms.md). Priced with shm_direct's window reads at
-      // β where every rank owns its core, the model takes cma there (and on 3-4 ranks with a core each, where its
-      // one round of reads beats ring's P-1 rounds), shm_direct where ranks share cores. Whether these threads
-      // share cores depends on the machine: both cases are checked, sharing also forced.
+      // core each from 256 KiB to 4 MiB, and 1.5-2x faster than ring from 64 KiB (not below: docs/algorithms.md); on
+      // 3-4 ranks sharing 2 cores shm_direct was 1.3-3x faster than cma (rough, docs/algorithms.md). Priced with
+      // shm_direct's window reads at β where every rank owns its core, the model takes cma there (and on 3-4 ranks with
+      // a core each, where its one round of reads beats ring's P-1 rounds), shm_direct where ranks share cores. Whether
+      // these threads share cores depends on the machine: both cases are checked, sharing also forced.
       const bool shared = node.hierarchy && node.hierarchy->topo.shares_cores;
       CostParams sharing = p;
       sharing.shared_cores = true;
-      for (std::size_t bytes : {std::size_t{64} << 10, std::size_t{256} << 10, std::size_t{1} << 20,
-                                std::size_t{4} << 20}) {
+      for (std::size_t bytes :
+           {std::size_t{64} << 10, std::size_t{256} << 10, std::size_t{1} << 20, std::size_t{4} << 20}) {
         const std::size_t count = bytes / static_cast<std::size_t>(size) * static_cast<std::size_t>(size);
         const Args a = sample_args(Collective::kAllGather, count, size);
-        expect(a, shared ? "shm_direct" : "cma", fmt::format("all_gather of {} B{}", count, shared ? ", cores shared" : ""));
+        expect(a, shared ? "shm_direct" : "cma",
+               fmt::format("all_gather of {} B{}", count, shared ? ", cores shared" : ""));
         const std::string got = cheapest(a, node, sharing)->name;
-        if (got != "shm_direct") rec.failures.push_back(fmt::format("{} ranks, all_gather of {} B, cores shared: {}", size, count, got));
+        if (got != "shm_direct")
+          rec.failures.push_back(fmt::format("{} ranks, all_gather of {} B, cores shared: {}", size, count, got));
       }
       // 16 KiB on ranks that share cores: not cma (3 ranks on 2 cores: cma 19 us, shm_direct 9, ring 11).
       if (size > 2) {
         const std::string small_ag = cheapest(sample_args(Collective::kAllGather, 16383, size), node, sharing)->name;
-        if (small_ag == "cma") rec.failures.push_back(fmt::format("{} ranks, all_gather of 16 KiB, cores shared: cma", size));
+        if (small_ag == "cma")
+          rec.failures.push_back(fmt::format("{} ranks, all_gather of 16 KiB, cores shared: cma", size));
       }
       // With the engine's call check (on by default), whose rounds bruck rides on and cma pays on top, 1 KiB is
       // bruck's (or the slot's, where the group has slots).
       CostParams checked = p;
       checked.check_calls = true;
       const std::string tiny = cheapest(sample_args(Collective::kAllGather, 1024, size), node, checked)->name;
-      if (tiny != "bruck" && tiny != "slot") rec.failures.push_back(fmt::format("{} ranks, all_gather of 1 KiB: {}", size, tiny));
+      if (tiny != "bruck" && tiny != "slot")
+        rec.failures.push_back(fmt::format("{} ranks, all_gather of 1 KiB: {}", size, tiny));
       // Below, what a few bytes cost decides: a latency-bound row, not a single copy (4 KiB: cma 4.6-5.3 us).
       const std::string small = cheapest(sample_args(Collective::kAllReduce, 4096, size), node, p)->name;
       if (small == "cma" || small == "shm_direct") rec.failures.push_back(fmt::format("{} ranks, all_reduce of 4 KiB: {}", size, small));

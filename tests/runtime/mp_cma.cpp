@@ -7,8 +7,9 @@
 //     each rank checks against the serial reference and the ranks compare digests. MP_CMA_DENY_RANK=r makes
 //     rank r refuse cross-memory attach (DCOMM_SHM_CMA=0 in its environment only): the group must agree and
 //     fall back on every rank, with the same results.
-//     Then all_to_all, all_gather and gather [cma], reduce[shm_pipe] and broadcast, all_gather, gather, scatter, all_to_all and reduce_scatter [shm_direct] (shm_pipe.hpp) at
-//     counts around their 256 KiB pieces and past their rings of slots, every root in turn, in place or not.
+//     Then all_to_all, all_gather and gather [cma], reduce[shm_pipe] and broadcast, all_gather, gather, scatter,
+//     all_to_all and reduce_scatter [shm_direct] (shm_pipe.hpp) at counts around their 256 KiB pieces and past their
+//     rings of slots, every root in turn, in place or not.
 //   mp_cma kill [COLLECTIVE]: rank 1 is killed (SIGKILL from a thread of its own) while the group runs 16 MiB
 //     all_reduce[cma] calls, mostly in the middle of single copies (or all_to_all[cma], all_gather[cma] or
 //     gather[cma] calls (all_gather_cma, gather_cma), or
@@ -225,7 +226,8 @@ int main(int argc, char** argv) {
   try {
     if (argc == 2 && std::strcmp(argv[1], "check") == 0) return check();
     if (argc >= 2 && std::strcmp(argv[1], "kill") == 0) return kill(argc == 3 ? argv[2] : "");
-    std::fprintf(stderr, "usage: mp_cma check|kill [broadcast|all_gather|all_gather_cma|gather_cma|all_to_all|reduce]\n");
+    std::fprintf(stderr,
+                 "usage: mp_cma check|kill [broadcast|all_gather|all_gather_cma|gather_cma|all_to_all|reduce]\n");
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mp_cma: %s\n", e.what());
