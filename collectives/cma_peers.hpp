@@ -23,6 +23,16 @@ namespace dcomm::coll {
 /// What the group agreed on its first call; kept in the algorithm's state.
 enum class CmaUse : int8_t { kUnknown, kYes, kNo };
 
+/// The per-group state of every cma row: the agreement alone.
+struct CmaState final : AlgorithmState {
+  CmaUse use = CmaUse::kUnknown;
+};
+/// This row's agreement in the group (`c.state`), created on the group's first call.
+inline CmaUse& cma_use(Context& c) {
+  if (!*c.state) *c.state = std::make_unique<CmaState>();
+  return static_cast<CmaState&>(**c.state).use;
+}
+
 /// One rank's announcement: where its source (`input`) and destination (`work`) buffers lie.
 struct CmaHello {
   uint64_t input;

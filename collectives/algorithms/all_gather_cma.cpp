@@ -30,10 +30,6 @@ namespace dcomm::coll {
 
 namespace {
 
-struct State final : AlgorithmState {
-  CmaUse use = CmaUse::kUnknown;
-};
-
 void run_all_gather_cma(Context& c) {
   const Args& a = c.args;
   const int p = c.size();
@@ -48,9 +44,8 @@ void run_all_gather_cma(Context& c) {
     mine = block(r);
   }
   if (p > 1) {
-    if (!*c.state) *c.state = std::make_unique<State>();
     CmaPeers peers;
-    if (!cma_exchange(c, static_cast<State&>(**c.state).use, mine, out, peers, 0)) {
+    if (!cma_exchange(c, cma_use(c), mine, out, peers, 0)) {
       return run_instead(c, run_all_gather_ring);
     }
     CmaStatus status;

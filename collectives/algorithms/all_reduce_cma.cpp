@@ -30,10 +30,6 @@ namespace {
 
 constexpr uint32_t kFallbackStep = 1000;  // above the steps cma_reduce uses
 
-struct State final : AlgorithmState {
-  CmaUse use = CmaUse::kUnknown;
-};
-
 void ring_instead(Context& c) { ring_all_reduce_from_input(c, kFallbackStep); }
 
 }  // namespace
@@ -48,8 +44,7 @@ void run_all_reduce_cma(Context& c) {
     if (c.input != c.work) c.copy(c.work, c.input, c.work_count);
     return;
   }
-  if (!*c.state) *c.state = std::make_unique<State>();
-  if (!cma_reduce(c, static_cast<State&>(**c.state).use, -1, 0)) ring_instead(c);
+  if (!cma_reduce(c, cma_use(c), -1, 0)) ring_instead(c);
 }
 
 double cost_cma(const CostParams& p, double n, int size, double cma_bytes, double copies_per_piece) {

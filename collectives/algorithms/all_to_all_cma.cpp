@@ -27,10 +27,6 @@ namespace dcomm::coll {
 
 namespace {
 
-struct State final : AlgorithmState {
-  CmaUse use = CmaUse::kUnknown;
-};
-
 void run_all_to_all_cma(Context& c) {
   const Args& a = c.args;
   const int p = c.size();
@@ -46,9 +42,8 @@ void run_all_to_all_cma(Context& c) {
     src = aside.data();
   }
   if (p > 1) {
-    if (!*c.state) *c.state = std::make_unique<State>();
     CmaPeers peers;
-    if (!cma_exchange(c, static_cast<State&>(**c.state).use, src, out, peers, 0)) {
+    if (!cma_exchange(c, cma_use(c), src, out, peers, 0)) {
       return run_instead(c, run_all_to_all_pairwise);
     }
     CmaStatus mine;

@@ -26,10 +26,6 @@ namespace dcomm::coll {
 
 namespace {
 
-struct State final : AlgorithmState {
-  CmaUse use = CmaUse::kUnknown;
-};
-
 void run_gather_cma(Context& c) {
   const Args& a = c.args;
   const int p = c.size();
@@ -45,9 +41,8 @@ void run_gather_cma(Context& c) {
     mine = block(r);
   }
   if (p > 1) {
-    if (!*c.state) *c.state = std::make_unique<State>();
     CmaPeers peers;
-    if (!cma_exchange(c, static_cast<State&>(**c.state).use, mine, out, peers, 0)) {
+    if (!cma_exchange(c, cma_use(c), mine, out, peers, 0)) {
       return run_instead(c, run_gather_binomial);
     }
     CmaStatus status;

@@ -23,16 +23,11 @@ namespace {
 
 constexpr uint32_t kFallbackStep = 1000;  // above the steps cma_reduce uses
 
-struct State final : AlgorithmState {
-  CmaUse use = CmaUse::kUnknown;
-};
-
 }  // namespace
 
 void run_reduce_cma(Context& c) {
   if (c.size() > 1) {
-    if (!*c.state) *c.state = std::make_unique<State>();
-    if (cma_reduce(c, static_cast<State&>(**c.state).use, c.args.root, 0)) return;
+    if (cma_reduce(c, cma_use(c), c.args.root, 0)) return;
   }
   if (c.input != c.work) c.copy(c.work, c.input, c.work_count);
   if (c.size() > 1) binomial_reduce(c, c.work, c.work_count, c.args.root, kFallbackStep);
