@@ -237,23 +237,22 @@ TEST_CASE("a call that repeats the last one's shape but for its count, dtype or 
   // in one field only must not pass for a repeat, whether the odd rank changes and the others repeat, or the
   // others change and the odd rank repeats. Every rank raises the mismatch naming the odd rank, and the calls
   // after it (the old shape again) give the serial reference's result.
-  static std::vector<int32_t> ints(8, 3);
   struct Odd {
     const char* name;
     Collective coll;
-    std::function<void(Args&)> change;
+    std::function<void(Args&, int32_t* ints)> change;  // ints: this rank's own 8 (ranks are threads here)
     const char* changed_first;  // the difference as the error states it when the odd rank's call is the changed one
     const char* repeated_first;  // ... and when the odd rank's is the repeated one
     bool both_ways;              // a rooted call: only the odd rank changes (else both would only send and return)
     std::vector<int> sizes;
   };
   const std::vector<Odd> cases = {
-      {"count", Collective::kAllReduce, [](Args& a) { a.send.count = a.recv.count = 3; }, "count 3 vs 2",
+      {"count", Collective::kAllReduce, [](Args& a, int32_t*) { a.send.count = a.recv.count = 3; }, "count 3 vs 2",
        "count 2 vs 3", true, {2, 3, 5}},
       {"dtype", Collective::kAllReduce,
-       [](Args& a) { a.send = Buffer(ints.data(), 2), a.recv = Buffer(ints.data() + 4, 2); }, "dtype int32 vs float32",
+       [](Args& a, int32_t* ints) { a.send = Buffer(ints, 2), a.recv = Buffer(ints + 4, 2); }, "dtype int32 vs float32",
        "dtype float32 vs int32", true, {2, 3, 5}},
-      {"root", Collective::kReduce, [](Args& a) { a.root = 1; }, "root 1 vs 0", "", false, {2}},
+      {"root", Collective::kReduce, [](Args& a, int32_t*) { a.root = 1; }, "root 1 vs 0", "", false, {2}},
   };
   for (const char* transport : {"loopback", "shm"}) {
     for (const Odd& m : cases) {
@@ -288,7 +287,8 @@ TEST_CASE("a call that repeats the last one's shape but for its count, dtype or 
                 for (uint64_t seq = 0; seq < 3; ++seq) repeat(seq);
                 const int odd = view.size - 1;
                 Args a = base();
-                if ((view.rank == odd) == odd_changes) m.change(a);
+                std::vector<int32_t> ints(8, 3);
+                if ((view.rank == odd) == odd_changes) m.change(a, ints.data());
                 try {
                   engine->run(a, "", soon(), 3);
                   rec.failures.push_back(std::string(m.name) + ": mismatch not detected");
