@@ -39,6 +39,10 @@ bool supports_cma(const Args& args, const GroupView& view) {
   return args.send.device.is_host() && group_on_one_host(view);
 }
 
+bool supports_cma_blocks(const Args& args, const GroupView& view) {
+  return supports_cma(args, view) && args.recv.device.is_host() && !args.vector_variant;
+}
+
 void run_all_reduce_cma(Context& c) {
   if (c.size() == 1) {
     if (c.input != c.work) c.copy(c.work, c.input, c.work_count);

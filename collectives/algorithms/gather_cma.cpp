@@ -60,16 +60,11 @@ double cost_gather_cma(const CostParams& p, double n, int size) {
   return ((1.0 + 0.25 * (size - 2)) * p.alpha + fraction(size) * n * p.beta) + call_check_cost(p, size);
 }
 
-bool supports_gather_cma(const Args& args, const GroupView& view) {
-  // Not DCOMM_SHM_CMA: every rank must choose alike whatever its environment; the first call agrees on it.
-  return supports_cma(args, view) && args.recv.device.is_host() && !args.vector_variant;
-}
-
 // This algorithm's row of the table (collectives/registry.hpp), registered before main().
 const Registration kRow{{Collective::kGather, "cma",
                          "one node: the root reads every other rank's block straight into its output, single copies "
                          "with process_vm_readv",
-                         supports_gather_cma, run_gather_cma, cost_gather_cma, /*fuses_check=*/true,
+                         supports_cma_blocks, run_gather_cma, cost_gather_cma, /*fuses_check=*/true,
                          /*by_name_only=*/true}};
 
 }  // namespace
