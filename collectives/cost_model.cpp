@@ -43,6 +43,7 @@ CostParams priced_for(const GroupView& view, CostParams p) {
     p.local = t.max_local;
     p.min_local = t.min_local;
     p.shared_cores = p.shared_cores || t.shares_cores;
+    p.cached_windows = p.cached_windows || t.cached_windows;
   }
   return p;
 }

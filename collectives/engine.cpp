@@ -18,6 +18,8 @@
 #include "collectives/slots.hpp"
 #include "collectives/topology.hpp"
 #include "collectives/validate.hpp"
+#include "collectives/shm_segments.hpp"
+#include "collectives/window_probe.hpp"
 #include "common/env.hpp"
 
 namespace dcomm::coll {
@@ -248,10 +250,19 @@ std::unique_ptr<Engine> Engine::create(const GroupView& group, const EngineOptio
                         : env::get_int("DCOMM_CHUNK_BYTES", static_cast<long long>(kDefaultChunkBytes));
   if (chunk <= 0) throw InvalidUsageError(fmt::format("DCOMM_CHUNK_BYTES={} must be positive", chunk));
   if (!view.hierarchy) view.hierarchy = build_hierarchy(view);  // local: every rank reads the same host ids
+  // How the shared-memory rows fill their windows (collectives/window_probe.hpp); plain stores are not measured
+  // where ranks share cores.
+  std::string windows;
+  if (view.size > 1 && group_on_one_host(view)) {
+    auto measured = std::make_shared<Hierarchy>(*view.hierarchy);
+    measured->topo.cached_windows = probe_cached_windows(view, !view.hierarchy->topo.shares_cores, &windows);
+    view.hierarchy = std::move(measured);
+  }
   bool check = opts.check_calls && env::get_bool("DCOMM_CHECK_CALLS", true);
   auto forced = parse_algorithm_spec(env::get("DCOMM_ALGO").value_or(""));
   std::string source;
   CostParams params = fit_cost_model(view, static_cast<std::size_t>(chunk), &source);
+  if (!windows.empty()) source += "; shared-memory windows: " + windows;
   params.check_calls = check;
   GroupView with_slots = view;
   with_slots.slots = make_slots(view, static_cast<std::size_t>(chunk));

@@ -30,6 +30,9 @@ struct CostParams {
   int min_local = 1;  ///< ranks on the emptiest node: a node with fewer serves several rails
   /// Some ranks share cores (Topology::shares_cores): a reader then often runs on the core that wrote the data.
   bool shared_cores = false;
+  /// Plain stores into shared-memory windows reach other cores fast (Topology::cached_windows): the windows'
+  /// copies then run at cache speed instead of memory speed.
+  bool cached_windows = false;
   /// Whether the engine checks calls: algorithms that do not fuse the check pay its ⌈log₂P⌉ rounds on top.
   bool check_calls = false;
 };

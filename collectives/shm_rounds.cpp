@@ -6,19 +6,21 @@
 #include <algorithm>
 #include <climits>
 #include <dcomm/error.hpp>
+#include <cstring>
 #include <functional>
 
 #include "collectives/call_check.hpp"
 #include "collectives/dissemination.hpp"
 #include "collectives/shm_segments.hpp"
+#include "collectives/slots.hpp"
 #include "collectives/stream_copy.hpp"
+#include "collectives/window_probe.hpp"
 #include "common/log.hpp"
 
 namespace dcomm::coll {
 
 namespace {
 
-constexpr std::size_t kRoundBytes = kShmRoundBytes;
 constexpr std::size_t kMinCapacity = std::size_t{64} << 10;
 constexpr std::size_t kStreamBytes = kStreamFromBytes;
 // The piece a slice is reduced in: its running sum stays in a core's L2 until it is copied out.
@@ -31,15 +33,21 @@ struct Windows final : AlgorithmState {
   bool unavailable = false;  // a rank could not create its window: the caller's fallback from now on
 };
 
+// On a group with slots whose call was checked in them (c.call null), a slot exchange: a cache line each way
+// instead of a dissemination round of messages through the transport's rings (1-1.5 us a round on 2 ranks).
 void barrier(const Context& c, uint32_t step) {
+  if (c.view.slots != nullptr && c.call == nullptr) {
+    c.view.slots->exchange(c, nullptr, {}, nullptr, 0);
+    return;
+  }
   agree(c, step, uint8_t{0}, [](uint8_t&, uint8_t) {});
 }
 
 // Collective: (re)creates the windows for at least `bytes` per half. Uses 2⌈log₂P⌉ steps from `step`. Returns
 // false on every rank when any rank could not create its window.
-bool grow(Context& c, Windows& w, std::size_t bytes, uint32_t step) {
+bool grow(Context& c, Windows& w, std::size_t bytes, std::size_t round_bytes, uint32_t step) {
   w.win.reset();
-  std::size_t capacity = std::min(std::max({bytes, kMinCapacity, w.capacity * 2}), kRoundBytes);
+  std::size_t capacity = std::min(std::max({bytes, kMinCapacity, w.capacity * 2}), round_bytes);
   w.win = open_windows(c, 2 * capacity, step, "another algorithm");
   if (!w.win) return false;
   w.capacity = capacity;
@@ -77,7 +85,10 @@ bool shm_rounds_reduce(Context& c, int root) {
   const int p = c.size();
   const std::size_t n = c.work_count;
   const auto lg = static_cast<uint32_t>(pattern::ceil_log2(p));
-  const std::size_t round_elems = std::max<std::size_t>(1, kRoundBytes / c.esize());
+  // Plain stores fill the windows where the probe found them faster: rounds that stay in the caches.
+  const bool cached = cached_windows(c);
+  const std::size_t round_limit = cached ? kShmCachedRoundBytes : kShmRoundBytes;
+  const std::size_t round_elems = std::max<std::size_t>(1, round_limit / c.esize());
   if (!*c.state) *c.state = std::make_unique<Windows>();
   auto& w = static_cast<Windows&>(**c.state);
   const std::size_t round_bytes = std::min(n, round_elems) * c.esize();
@@ -86,7 +97,7 @@ bool shm_rounds_reduce(Context& c, int root) {
   // first, or are unavailable, it runs before anything else, so that a mismatched call never reaches the setup.
   const bool check_first = c.call != nullptr && (grows || w.unavailable);
   if (check_first) check_calls_match(c, c.call);
-  if (grows) w.unavailable = !grow(c, w, round_bytes, 0);
+  if (grows) w.unavailable = !grow(c, w, round_bytes, round_limit, 0);
   if (w.unavailable) return false;
   const bool receives = root < 0 || root == c.rank();
 
@@ -103,11 +114,17 @@ bool shm_rounds_reduce(Context& c, int root) {
     char* output = receives ? c.at(c.work, start) : nullptr;
     const std::vector<pattern::Block> slices = pattern::even_blocks(len, p);
     const pattern::Block mine = slices[static_cast<std::size_t>(c.rank())];
-    // Written around this core's cache: the others read these lines next, and a line still dirty here crosses to
-    // their cores far slower than it comes from memory (2 GB/s against memcpy's 13-20 on the VM measured).
+    // The others read these lines next: written around this core's cache where a line still dirty here crosses
+    // to their cores slower than it comes from memory (2 GB/s against memcpy's 13-20 on the VM of session 5), into
+    // it where the probe found the other way round (collectives/window_probe.hpp).
     for (int q = 0; q < p; ++q) {
       const pattern::Block& s = slices[static_cast<std::size_t>(q)];
-      if (q != c.rank()) stream_copy(c.at(window(c.rank()), s.offset), c.at(input, s.offset), s.count * c.esize());
+      if (q == c.rank()) continue;
+      if (cached) {
+        std::memcpy(c.at(window(c.rank()), s.offset), c.at(input, s.offset), s.count * c.esize());
+      } else {
+        stream_copy(c.at(window(c.rank()), s.offset), c.at(input, s.offset), s.count * c.esize());
+      }
     }
     stream_copy_fence();  // before the barrier that tells the others
     if (first && c.call != nullptr && !check_first) {

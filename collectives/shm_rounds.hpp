@@ -7,7 +7,8 @@
 //   mapped while the group lives.
 //   A call runs in rounds of at most kShmRoundBytes, each in the half (round parity) not used by the round before:
 //   1. Each rank copies the parts of its input that the others reduce (slice q of P, for every q != r) into its
-//      own window, with non-temporal stores (the others read those lines next). Barrier (dissemination over the
+//      own window, with non-temporal stores (the others read those lines next), or plain ones where the group's
+//      probe found them faster (collectives/window_probe.hpp; rounds are then kShmCachedRoundBytes). Barrier (dissemination over the
 //      mesh; in the first round, with the call check on, the check's own rounds, so the call pays no separate
 //      check).
 //   2. Rank r reduces slice r in cache-sized pieces, in rank order, from its own input and the others' windows,
@@ -32,6 +33,14 @@ namespace dcomm::coll {
 /// A round's share of the windows: small enough that both halves of every rank's window stay in the last-level
 /// cache (32 MiB on the machines measured) between being written and being read by the others.
 inline constexpr std::size_t kShmRoundBytes = std::size_t{4} << 20;
+/// The round where plain stores fill the windows (collectives/window_probe.hpp): the others read the lines from
+/// the writer's caches, so a round should fit them. Measured on 2 ranks (session 7, Zen 4, alternating runs), with
+/// rounds of 4 MiB / 1 MiB: 4 MiB calls 593-1130 / 349-509 us, 16 MiB 2919-3757 / 2383-2959, 64 MiB 11.4-11.5 /
+/// 9.8-11.6 ms; 1 MiB calls 67-144 / 72-82 us; rounds of 512 KiB lost at 1 MiB (87-98 us).
+inline constexpr std::size_t kShmCachedRoundBytes = std::size_t{1} << 20;
+/// With plain stores, how much of a call's window reads wait on lines crossing cores one by one before the
+/// hardware streams them (the cost model's fit, session 7: see cost_shm_rounds).
+inline constexpr std::size_t kShmStreamingReadBytes = std::size_t{256} << 10;
 
 /// Collective over the group (steps below 1000). Reduces every rank's Context::input into the work buffer of
 /// `root`, or of every rank when `root` < 0, and carries the call check (Context::call). Returns false on every

@@ -26,6 +26,9 @@ struct Topology {
   /// alike on every rank): 3 or 4 ranks on 2 cores. The cost model prices cross-core reads differently then.
   /// Set by build_hierarchy (not by topology_of).
   bool shares_cores = false;
+  /// One-node groups: plain stores into a shared-memory window reach another core faster than non-temporal ones
+  /// (collectives/window_probe.hpp: measured at Engine::create, alike on every rank).
+  bool cached_windows = false;
 
   int node_count() const { return static_cast<int>(nodes.size()); }
   int leader(int node) const { return nodes[static_cast<std::size_t>(node)][0]; }

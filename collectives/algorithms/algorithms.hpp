@@ -46,6 +46,8 @@ double call_check_cost(const CostParams& p, int size);
 
 /// all_reduce[shm_direct] and reduce[shm_direct] (collectives/shm_rounds.hpp): one node, host memory.
 bool supports_shm_direct(const Args& args, const GroupView& view);
+/// Their shared price (the root's path of reduce is every rank's path of all_reduce).
+double cost_shm_rounds(const CostParams& p, double n, int size);
 /// broadcast, all_gather, gather, scatter and all_to_all [shm_direct] (collectives/shm_pipe.hpp): regular calls in
 /// host memory on one node. Their price: the start and end of the call (2α), a cache-line hand-off per piece on
 /// the busiest rank's way (α/4 each), and the bytes that rank copies (in and out; memory copies priced like

@@ -39,16 +39,30 @@ void run_all_reduce_shm_direct(Context& c) {
   if (!shm_rounds_reduce(c, -1)) ring_instead(c);
 }
 
-double cost_all_reduce_shm_direct(const CostParams& p, double n, int size) {
-  // reduce[shm_direct]'s price (the same steps, every rank copying out): the reads of the others' windows cross
-  // cores like the transport's copies, so they are priced at β. Priced at γ alone the model preferred this row to
-  // cma, which measured 1.1-2.7x faster on 2 ranks at every size from 16 KiB to 64 MiB (2026-11-25, two quiet runs,
-  // mpirun --bind-to core; docs/benchmark.md "Session 6"). Still with the separate check although the check is its
-  // first barrier: without the check's share it undercuts all_reduce[bruck] on small calls that bruck serves faster.
-  const double rounds = std::max(1.0, std::ceil(n / static_cast<double>(kShmRoundBytes)));
-  return 2.0 * rounds * log2_rounds(size) * p.alpha + 2.0 * fraction(size) * n * p.beta +
-         (1.0 + 2.0 * fraction(size)) * n * p.gamma + call_check_cost(p, size);
+double cost_shm_rounds(const CostParams& p, double n, int size) {
+  // The reads of the others' windows cross cores. With non-temporal stores into the windows they come from
+  // memory, priced at β like the transport's copies: priced at γ alone the model preferred this row to cma, which
+  // measured 1.1-2.7x faster on 2 ranks at every size from 16 KiB to 64 MiB (2026-11-25, session 6).
+  // Still with the separate check although the check is its first barrier: without the check's share it
+  // undercuts all_reduce[bruck] on small calls that bruck serves faster.
+  const bool cached = p.cached_windows && !p.shared_cores;
+  const double round = static_cast<double>(cached ? kShmCachedRoundBytes : kShmRoundBytes);
+  const double start = 2.0 * std::max(1.0, std::ceil(n / round)) * log2_rounds(size) * p.alpha + call_check_cost(p, size);
+  if (!cached) return start + 2.0 * fraction(size) * n * p.beta + (1.0 + 2.0 * fraction(size)) * n * p.gamma;
+  // Where the group's probe found plain stores faster (Topology::cached_windows, collectives/window_probe.hpp) the
+  // reads come from the writer's caches, in rounds of 1 MiB. A small call's reads wait on the lines one by one
+  // (2 ranks, session 7: 0.20-0.25 ns a byte of the call from 16 to 128 KiB, 0.14 at 256 KiB), priced at β up to
+  // kShmStreamingReadBytes; beyond, the lines stream and cost no more than the copies around them (0.07 ns a byte
+  // at 1 MiB). Those copies at cache speed: a copy of b bytes (two bytes of traffic a byte, where γ stands for
+  // about four) b·γ/2, the copy in and the copy out (P-1)/P·n each, and the reduction of the slice, n/P bytes out
+  // of P inputs, (P+2)/4·γ a byte: at P = 2, n·γ. Measured on 2 ranks against cma (min of 4 alternating runs):
+  // 64 KiB 13.1 / 14.5 us, 256 KiB 28.0 / 27.9-39.0, 1 MiB 73.5 / 114-122, 4 MiB 563 / 697-973, 16 MiB 2722 /
+  // 4533-4582, 64 MiB 11.0 / 21.3 ms; the model takes this row from 16 KiB and from 1 MiB, cma in between.
+  return start + 2.0 * fraction(size) * std::min(n, static_cast<double>(kShmStreamingReadBytes)) * p.beta +
+         (fraction(size) + (size + 2.0) / (4.0 * size)) * n * p.gamma;
 }
+
+double cost_all_reduce_shm_direct(const CostParams& p, double n, int size) { return cost_shm_rounds(p, n, size); }
 
 namespace {
 // This algorithm's row of the table (collectives/registry.hpp), registered before main().

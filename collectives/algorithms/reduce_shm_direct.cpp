@@ -29,14 +29,13 @@ void run_reduce_shm_direct(Context& c) {
 }
 
 double cost_reduce_shm_direct(const CostParams& p, double n, int size) {
-  const double rounds = std::max(1.0, std::ceil(n / static_cast<double>(kShmRoundBytes)));
   // The root's path is all_reduce[shm_direct]'s: it copies the other slices out as every rank does there, and the
-  // call ends when the root does. Its reads of the others' windows (their parts of its slice, then their slices)
-  // cross cores like the transport's copies, so they are priced at β. Priced at γ alone, without the root's
-  // copy-out, the model chose this row over cma at every size, where on 2-4 ranks it measured 1.3-2.8x cma's
-  // time from 256 KiB to 4 MiB (both: mpirun --bind-to core and none, 2026-11-25).
-  return 2.0 * rounds * log2_rounds(size) * p.alpha + 2.0 * fraction(size) * n * p.beta +
-         (1.0 + 2.0 * fraction(size)) * n * p.gamma + call_check_cost(p, size);
+  // call ends when the root does. Priced without the root's copy-out and with the window reads at γ, the model
+  // chose this row over cma at every size, where on 2-4 ranks it measured 1.3-2.8x cma's time from 256 KiB to
+  // 4 MiB with non-temporal window stores (2026-11-25). With plain ones (Topology::cached_windows) it measured
+  // 0.55-0.75x reduce[shm_pipe]'s time from 1 to 64 MiB on 2 ranks (session 7), which the model does not see: it
+  // prices the pipe's reduction at γ though its pieces come from memory (non-temporal stores).
+  return cost_shm_rounds(p, n, size);
 }
 
 namespace {

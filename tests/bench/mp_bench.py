@@ -13,9 +13,10 @@ RUN = os.path.join(BUILD, "tools", "dcomm-run")
 BENCH = os.path.join(BUILD, "tools", "bench", "dcomm-bench")
 
 
-def launch(nproc, *args, expect_ok=True):
+def launch(nproc, *args, expect_ok=True, env=None):
     cmd = [RUN, "--standalone", "--nproc-per-node", str(nproc), "--", BENCH, *args]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
+                       env=None if env is None else {**os.environ, **env})
     text = p.stdout + p.stderr
     if expect_ok and p.returncode != 0:
         sys.exit(f"FAIL: {' '.join(cmd)} exited {p.returncode}:\n{text}")
@@ -88,6 +89,20 @@ def case_check3():
     _, text = launch(3, "all", "-b", "12", "-e", "300", "-f", "5", "-n", "1", "-w", "0", "-r", "2", "--check",
                      "--inplace")
     require("# Wrong elements: 0" in text, "in-place collectives: expected 0 wrong", text)
+
+
+def case_windows():
+    """all_reduce and reduce [shm_direct] in real processes with each way of filling the windows forced (plain stores
+    in 1 MiB rounds, non-temporal in 4 MiB rounds) and with the probe's own answer: sizes from 1 KB to past several
+    rounds, in place and not, a root that is not rank 0, 2 and 3 ranks: 0 wrong."""
+    for cached in ("1", "0", None):
+        env = {} if cached is None else {"DCOMM_SHM_CACHED": cached}
+        for nproc in (2, 3):
+            for coll, extra in (("all_reduce", []), ("all_reduce", ["--inplace"]), ("reduce", ["-r", str(nproc - 1)])):
+                _, text = launch(nproc, coll, "-b", "1000", "-e", "8M", "-f", "9", "-n", "2", "-w", "0", "--algo",
+                                 "shm_direct", "-d", "float64", "--check", *extra, env=env)
+                require("# Wrong elements: 0" in text,
+                        f"{coll} {extra} on {nproc} ranks, DCOMM_SHM_CACHED={cached}: expected 0 wrong", text)
 
 
 def case_stall():

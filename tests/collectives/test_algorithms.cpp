@@ -184,6 +184,44 @@ TEST_CASE("the cma rows without shared-memory slots: addresses and the last roun
   run_world(5, cma_rows);
 }
 
+TEST_CASE("all_reduce and reduce [shm_direct] match the reference with plain and non-temporal window stores",
+          "[collectives][algorithms]") {
+  const char* cached = GENERATE("1", "0");
+  test::ScopedEnv forced("DCOMM_SHM_CACHED", cached);
+  INFO("DCOMM_SHM_CACHED=" << cached);
+  auto shm_rounds_rows = [](const Algorithm& algo, int size) {
+    const bool rounds = std::string(algo.name) == "shm_direct" &&
+                        (algo.collective == Collective::kAllReduce || algo.collective == Collective::kReduce);
+    return rounds ? sweep_cases(algo, size) : CaseList{};
+  };
+  for (int size : {2, 3, 5}) run_world(size, shm_rounds_rows, "shm");
+  // Vectors over several rounds of either size (1 MiB, 4 MiB), odd counts, in place and not, a root that is not
+  // rank 0, doubles and int8 (a round holds a whole number of elements of either), on 3 ranks.
+  auto large_rows = [](const Algorithm& algo, int size) {
+    const bool rounds = std::string(algo.name) == "shm_direct" &&
+                        (algo.collective == Collective::kAllReduce || algo.collective == Collective::kReduce);
+    CaseList out;
+    if (!rounds) return out;
+    uint64_t salt = 31;
+    for (std::size_t count : {std::size_t{300007}, std::size_t{1100001}}) {
+      for (bool in_place : {false, true}) {
+        for (DType dtype : {DType::kFloat32, DType::kFloat64, DType::kInt8}) {
+          Case c;
+          c.count = count;
+          c.in_place = in_place;
+          c.dtype = dtype;
+          c.red.op = dtype == DType::kInt8 ? ReduceOp::kMax : ReduceOp::kSum;
+          c.root = size - 1;
+          c.salt = salt++;
+          out.push_back(c);
+        }
+      }
+    }
+    return out;
+  };
+  run_world(3, large_rows, "shm", 512 * 1024);
+}
+
 TEST_CASE("every algorithm handles large vectors", "[collectives][algorithms]") {
   run_world(4, large_cases, "shm", 512 * 1024);
   run_world(3, large_cases, "loopback", 4096);
@@ -214,13 +252,19 @@ TEST_CASE("barrier holds every rank until all have arrived", "[collectives][algo
 }
 
 TEST_CASE("shm_direct reuses its windows, grows them, and leaves nothing in /dev/shm", "[collectives][algorithms]") {
+  // Both ways of filling the windows (collectives/window_probe.hpp): plain stores in rounds of 1 MiB, non-temporal
+  // ones in rounds of 4 MiB. The group's probe chooses one on this machine; each is forced here in turn.
+  const char* cached = GENERATE("1", "0");
+  test::ScopedEnv forced("DCOMM_SHM_CACHED", cached);
+  INFO("DCOMM_SHM_CACHED=" << cached);
   const Algorithm* algo = find_algorithm(Collective::kAllReduce, "shm_direct");
   REQUIRE(algo != nullptr);
   auto cases = [](const Algorithm&, int) {
     CaseList out;
     uint64_t salt = 1;
-    // 1100001 float32 is more than one 4 MiB round: the windows stop growing at a round, and the call loops.
-    for (std::size_t count : {10u, 30000u, 100u, 70000u, 5u, 1100001u, 70000u, 3u}) {
+    // 1100001 float32 is more than one 4 MiB round (four 1 MiB rounds and a bit): the windows stop growing at a
+    // round, and the call loops; 300007 is just past one 1 MiB round.
+    for (std::size_t count : {10u, 30000u, 100u, 70000u, 5u, 1100001u, 70000u, 3u, 300007u}) {
       Case c;
       c.count = count;
       c.salt = salt++;

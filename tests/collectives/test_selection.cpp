@@ -347,6 +347,70 @@ TEST_CASE(
         "pairwise");
 }
 
+TEST_CASE("one node, plain-store windows: all_reduce takes shm_direct from 1 MiB, reduce keeps the pipe",
+          "[collectives][engine]") {
+  // Where the group's probe found plain stores into the windows faster (collectives/window_probe.hpp), measured on
+  // 2 ranks (session 7, docs/algorithms.md): all_reduce[shm_direct] 0.5-0.65x cma's time from 1 MiB to 64 MiB,
+  // about cma's at 64-256 KiB. The non-temporal case is the test above. Ranks that share cores never get here (no
+  // probe there): forced on, the choices stay those of the test above.
+  CostParams p = test::one_node_params();
+  p.cached_windows = true;
+  CostParams sharing = p;
+  sharing.shared_cores = true;
+  auto recs = test::run_group(2, [&](const GroupView& node, test::RankRecord& rec) {
+    auto expect = [&](const Args& a, const CostParams& params, const std::string& want, const std::string& what) {
+      const std::string got = cheapest(a, node, params)->name;
+      if (got != want) rec.failures.push_back(fmt::format("{}: {} where {} was expected", what, got, want));
+    };
+    const bool shared = node.hierarchy && node.hierarchy->topo.shares_cores;
+    for (std::size_t bytes : {std::size_t{1} << 20, std::size_t{4} << 20, std::size_t{16} << 20, std::size_t{64} << 20}) {
+      if (!shared) expect(sample_args(Collective::kAllReduce, bytes, 2), p, "shm_direct", fmt::format("all_reduce of {} B", bytes));
+      expect(sample_args(Collective::kAllReduce, bytes, 2), sharing, "cma", fmt::format("all_reduce of {} B, cores shared", bytes));
+    }
+    for (std::size_t bytes : {std::size_t{64} << 10, std::size_t{256} << 10}) {
+      expect(sample_args(Collective::kAllReduce, bytes, 2), p, "cma", fmt::format("all_reduce of {} B", bytes));
+    }
+    // reduce: the pipe (its price does not see that its pieces come from memory: docs/algorithms.md).
+    for (std::size_t bytes : {std::size_t{16} << 10, std::size_t{256} << 10, std::size_t{4} << 20}) {
+      expect(sample_args(Collective::kReduce, bytes, 2), p, "shm_pipe", fmt::format("reduce of {} B", bytes));
+    }
+  });
+  CHECK(test::summarize(recs) == std::vector<std::string>{});
+}
+
+TEST_CASE("the window probe: one answer on every rank, DCOMM_SHM_CACHED forces it, explain() says which",
+          "[collectives][engine]") {
+  // Unforced, whatever this machine measures, every rank must take the same answer (the rounds of shm_direct
+  // depend on it): compare what each rank's explain() reports.
+  for (const char* forced : {"", "1", "0"}) {
+    test::ScopedEnv env("DCOMM_SHM_CACHED", forced[0] != 0 ? forced : nullptr);
+    for (int size : {2, 3}) {
+      std::vector<std::string> notes(static_cast<std::size_t>(size));
+      auto recs = test::run_group(
+          size,
+          [&](const GroupView& view, test::RankRecord& rec) {
+            auto engine = Engine::create(view);
+            const std::string text = engine->explain(Collective::kAllReduce, std::size_t{1} << 20);
+            const std::size_t at = text.find("shared-memory windows: ");
+            if (at == std::string::npos) {
+              rec.failures.push_back("explain() does not say how the windows are filled: " + text);
+              return;
+            }
+            const std::string note = text.substr(at, text.find(')', at) - at);
+            notes[static_cast<std::size_t>(view.rank)] = note;
+            if (forced[0] != 0) {
+              const std::string want = fmt::format("DCOMM_SHM_CACHED={}: {}", forced,
+                                                   forced[0] == '1' ? "plain stores" : "non-temporal stores");
+              if (note.find(want) == std::string::npos) rec.failures.push_back(note + " where " + want + " was expected");
+            }
+          },
+          "shm");
+      CHECK(test::summarize(recs) == std::vector<std::string>{});
+      for (const std::string& n : notes) CHECK(n == notes[0]);
+    }
+  }
+}
+
 TEST_CASE("a hierarchical algorithm named on a one-node group is refused on every rank, saying why",
           "[collectives][engine]") {
   auto records = test::run_group(3, [](const GroupView& view, test::RankRecord& rec) {

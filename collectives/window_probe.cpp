@@ -1,0 +1,104 @@
+// How data should enter a shared-memory window (see window_probe.hpp).
+#include "collectives/window_probe.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+#include "collectives/dissemination.hpp"
+#include "collectives/shm_segments.hpp"
+#include "collectives/stream_copy.hpp"
+#include "collectives/topology.hpp"
+#include "common/deadline.hpp"
+#include "common/env.hpp"
+
+namespace dcomm::coll {
+
+namespace {
+
+// The probe's call number: below the link probe's (probe.cpp) and the slots' setup (engine.cpp).
+constexpr uint64_t kWindowProbeSeq = 0xFFFFE;
+// A rank's part: the size of a round of all_reduce[shm_direct] with plain stores (shm_rounds.hpp), large
+// enough that the two ways differ by 2-3x where they differ at all (at 64-256 KiB they tied on both machines).
+constexpr std::size_t kProbeBytes = std::size_t{1} << 20;
+constexpr int kRepeats = 3;
+
+struct Times {
+  double plain = 0, streamed = 0;  // the best time each way on rank 0 or 1; 0 elsewhere
+  int8_t forced = -1;              // DCOMM_SHM_CACHED on some rank: 1 or 0; -1 none
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Ranks 0 and 1 of the group, on their own two-rank view: the pattern, each way, kRepeats times, interleaved.
+Times measure_pair(const Context& pair) {
+  Times t;
+  std::unique_ptr<ShmWindows> win = open_windows(pair, kProbeBytes, 0, "non-temporal stores");
+  if (!win) return t;  // logged by open_windows; no opinion
+  const int me = pair.rank();
+  std::vector<char> src(kProbeBytes), dst(kProbeBytes);
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<char>(i * 131 + static_cast<std::size_t>(me));
+  uint32_t step = 2;  // above open_windows' two
+  auto barrier = [&] { agree(pair, step++, uint8_t{0}, [](uint8_t&, uint8_t) {}); };
+  double best[2] = {1e30, 1e30};
+  barrier();
+  for (int rep = 0; rep < kRepeats; ++rep) {
+    for (int way = 0; way < 2; ++way) {
+      const auto t0 = std::chrono::steady_clock::now();
+      if (way == 0) {
+        std::memcpy(win->of(me), src.data(), kProbeBytes);
+      } else {
+        stream_copy(win->of(me), src.data(), kProbeBytes);
+        stream_copy_fence();
+      }
+      barrier();
+      std::memcpy(dst.data(), win->of(1 - me), kProbeBytes);
+      barrier();
+      best[way] = std::min(best[way], seconds_since(t0));
+    }
+  }
+  t.plain = best[0];
+  t.streamed = best[1];
+  return t;
+}
+
+}  // namespace
+
+bool probe_cached_windows(const GroupView& view, bool measure, std::string* note) {
+  if (view.size < 2 || !group_on_one_host(view)) return false;
+  Args none;
+  none.coll = Collective::kBarrier;
+  const Deadline deadline = Deadline::after(std::chrono::seconds(60));
+  const std::string what = fmt::format("collectives engine window probe rank {}/{}", view.rank, view.size);
+  Context c(none, view, deadline, kWindowProbeSeq, what, 0);
+  Times mine;
+  if (measure && view.rank < 2) mine = measure_pair(c.on(sub_view(view, {0, 1}), 0));
+  if (const auto forced = env::get_int("DCOMM_SHM_CACHED")) mine.forced = *forced != 0 ? 1 : 0;
+  // Steps above the pair's (open_windows' two, then 2·kRepeats·2 + 1 barriers of one step).
+  const Times all = agree(c, 64, mine, [](Times& m, const Times& t) {
+    m.plain = std::max(m.plain, t.plain);
+    m.streamed = std::max(m.streamed, t.streamed);
+    m.forced = std::max(m.forced, t.forced);
+  });
+  const bool measured = all.plain > 0 && all.streamed > 0;
+  const bool cached = all.forced >= 0 ? all.forced == 1 : measured && all.plain < 0.75 * all.streamed;
+  if (note != nullptr) {
+    *note = all.forced >= 0 ? fmt::format("DCOMM_SHM_CACHED={}", all.forced)
+            : measured      ? fmt::format("1 MiB through a window each way: plain stores {:.0f} us, non-temporal "
+                                          "{:.0f} us",
+                                          all.plain * 1e6, all.streamed * 1e6)
+            : measure       ? std::string("no windows")
+                            : std::string("not measured where ranks share cores");
+    *note += cached ? ": plain stores" : ": non-temporal stores";
+  }
+  return cached;
+}
+
+bool cached_windows(const Context& c) { return c.view.hierarchy && c.view.hierarchy->topo.cached_windows; }
+
+}  // namespace dcomm::coll

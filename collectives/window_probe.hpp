@@ -1,0 +1,31 @@
+#pragma once
+// How data should enter a shared-memory window that a rank on another core reads next: with plain stores, which
+// leave the lines in the writer's cache for the reader to fetch from there, or with non-temporal stores
+// (collectives/stream_copy.hpp), which send them to memory for the reader to fetch from memory.
+// Which is faster depends on the machine, by up to 3x either way, so it is measured, not assumed: on the
+// VM of sessions 5-6 a line still dirty in the writer's cache crossed to the reader at ~2 GB/s and non-temporal
+// stores won at every size; on the Zen 4 VM of session 7 (both cores under one L3) plain stores won 2.7x at
+// 1 MiB a rank (46 against 123 us for a copy in, barrier, copy out by both ranks at once).
+// The probe runs that very pattern (every rank copies 1 MiB into its window, barrier, copies the other's window
+// out, barrier) between group ranks 0 and 1, three times each way, and every rank of the group takes the result.
+// DCOMM_SHM_CACHED=1 or 0 on any rank forces one answer for the group (tests use it to run both paths).
+
+#include <string>
+
+#include "collectives/context.hpp"
+
+namespace dcomm::coll {
+
+/// Collective over a group whose ranks share one host (Engine::create, once per group; `measure` alike on every
+/// rank): true when plain stores into a window reach another core faster than non-temporal ones (the time of the
+/// pattern above with plain stores under 3/4 of its time with non-temporal ones). False where the windows cannot
+/// be created (the algorithms that need them fall back anyway) and without `measure` (where ranks share cores a
+/// reader often runs on the core that wrote the lines: plain stores measured 0.5-2x slower there, 4 ranks on 2
+/// cores, session 7), unless DCOMM_SHM_CACHED says otherwise. `note` gets what was measured, for explain().
+bool probe_cached_windows(const GroupView& view, bool measure, std::string* note);
+
+/// What the group's probe found (Topology::cached_windows); false on a view without a topology (a node's view
+/// inside a hierarchical algorithm).
+bool cached_windows(const Context& c);
+
+}  // namespace dcomm::coll
