@@ -8,11 +8,13 @@
 #include <cerrno>
 #include <dcomm/error.hpp>
 #include <map>
+#include <mutex>
 #include <new>
 
 #include "collectives/call_check.hpp"
 #include "collectives/call_shape.hpp"
 #include "collectives/context.hpp"
+#include "collectives/cost_model.hpp"
 #include "collectives/reduce.hpp"
 #include "collectives/selector.hpp"
 #include "collectives/slots.hpp"
@@ -21,6 +23,7 @@
 #include "collectives/shm_segments.hpp"
 #include "collectives/window_probe.hpp"
 #include "common/env.hpp"
+#include "common/log.hpp"
 
 namespace dcomm::coll {
 
@@ -44,6 +47,9 @@ class EngineImpl final : public Engine {
   ~EngineImpl() override {
     if (view_.slots) view_.slots->settle_quietly(view_, Deadline::after(kSettleTimeout));
   }
+
+  /// From now on, measure how the windows are best filled again every `calls` calls or kReprobeBytes.
+  void measure_windows_again(uint64_t calls) { reprobe_calls_ = calls; }
 
   void run(const Args& args, const std::string& algorithm, const Deadline& deadline, uint64_t seq,
            std::string_view found) override {
@@ -98,11 +104,19 @@ class EngineImpl final : public Engine {
                                     format_bytes(largest_bytes(args))),
                         ENOMEM);
     }
+    if (reprobe_calls_ > 0) count_for_probe(args, deadline, seq);
   }
 
   void set_algorithm(Collective c, const std::string& name) override { selector_.set_override(c, name); }
 
-  std::string explain(Collective c, std::size_t bytes) const override { return selector_.explain(c, bytes, view_); }
+  std::string explain(Collective c, std::size_t bytes) const override {
+    GroupView view;
+    {
+      std::lock_guard<std::mutex> lock(view_mutex_);  // run() may be replacing its topology on another thread
+      view = view_;
+    }
+    return selector_.explain(c, bytes, view);
+  }
 
  private:
   // Reductions combine in a work buffer that starts as this rank's input (pre-multiplied for premul_sum); avg
@@ -190,6 +204,39 @@ class EngineImpl final : public Engine {
                        : std::string()));
   }
 
+  // After a call that succeeded: every rank counts the large calls it made (at least kReprobeFromBytes of the
+  // model's n, which every rank computes alike, not a v-variant) and their bytes; when they reach kReprobeBytes or
+  // reprobe_calls_, every rank measures the window stores again, here, after the same call. Only large calls count:
+  // their check has compared every rank's call before they moved data (the call check is synchronous for them;
+  // only small rooted calls run ahead through the slots), so a call that succeeded here succeeded alike
+  // everywhere, and the counts never drift apart (counting every call, a rank whose call was invalid counted other
+  // bytes than the others and waited in a probe of its own). A changed answer changes the topology the model
+  // prices and shm_direct's rounds follow, and the choices are made again.
+  void count_for_probe(const Args& args, const Deadline& deadline, uint64_t seq) {
+    constexpr double kReprobeFromBytes = double(std::size_t{1} << 20);
+    const double n = model_bytes(args, view_.size);
+    if (args.vector_variant || n < kReprobeFromBytes) return;
+    ++calls_since_probe_;
+    bytes_since_probe_ += n;
+    if (bytes_since_probe_ < kReprobeBytes && calls_since_probe_ < reprobe_calls_) return;
+    bytes_since_probe_ = 0;
+    calls_since_probe_ = 0;
+    std::string note;
+    const WindowProbe probe = probe_cached_windows(
+        view_, true, &note, deadline, fmt::format("measuring again after {} call #{} of this group", to_string(args.coll), seq));
+    DCOMM_DEBUG("collectives engine rank {}/{}: window stores measured again: {}", view_.rank, view_.size, note);
+    if (probe.cached == view_.hierarchy->topo.cached_windows) return;
+    DCOMM_INFO("collectives engine rank {}/{}: shared-memory windows now filled with {} ({})", view_.rank, view_.size,
+               probe.cached ? "plain stores" : "non-temporal stores", note);
+    auto changed = std::make_shared<Hierarchy>(*view_.hierarchy);
+    changed->topo.cached_windows = probe.cached;
+    {
+      std::lock_guard<std::mutex> lock(view_mutex_);
+      view_.hierarchy = std::move(changed);
+    }
+    selector_.invalidate();
+  }
+
   // The largest buffer of a call, for error messages.
   static std::size_t largest_bytes(const Args& a) { return std::max(a.send.bytes(), a.recv.bytes()); }
 
@@ -211,6 +258,10 @@ class EngineImpl final : public Engine {
   };
 
   GroupView view_;
+  mutable std::mutex view_mutex_;  ///< explain()'s copy of view_ against count_for_probe()'s replacement
+  uint64_t reprobe_calls_ = 0;     ///< 0: the window stores are not measured again (forced, or cores shared)
+  uint64_t calls_since_probe_ = 0;
+  double bytes_since_probe_ = 0;
   std::size_t chunk_bytes_;
   bool check_calls_;
   Selector selector_;
@@ -253,9 +304,13 @@ std::unique_ptr<Engine> Engine::create(const GroupView& group, const EngineOptio
   // How the shared-memory rows fill their windows (collectives/window_probe.hpp); plain stores are not measured
   // where ranks share cores.
   std::string windows;
+  bool reprobe = false;
   if (view.size > 1 && group_on_one_host(view)) {
     auto measured = std::make_shared<Hierarchy>(*view.hierarchy);
-    measured->topo.cached_windows = probe_cached_windows(view, !view.hierarchy->topo.shares_cores, &windows);
+    const bool measure = !view.hierarchy->topo.shares_cores;
+    const WindowProbe probe = probe_cached_windows(view, measure, &windows, Deadline::after(std::chrono::seconds(60)));
+    measured->topo.cached_windows = probe.cached;
+    reprobe = measure && !probe.forced;
     view.hierarchy = std::move(measured);
   }
   bool check = opts.check_calls && env::get_bool("DCOMM_CHECK_CALLS", true);
@@ -266,8 +321,12 @@ std::unique_ptr<Engine> Engine::create(const GroupView& group, const EngineOptio
   params.check_calls = check;
   GroupView with_slots = view;
   with_slots.slots = make_slots(view, static_cast<std::size_t>(chunk));
-  return std::make_unique<EngineImpl>(std::move(with_slots), static_cast<std::size_t>(chunk), check, params,
-                                      std::move(source), std::move(forced));
+  auto engine = std::make_unique<EngineImpl>(std::move(with_slots), static_cast<std::size_t>(chunk), check, params,
+                                             std::move(source), std::move(forced));
+  // Only with the call check on: without it the ranks' calls may differ, and so may their counts.
+  if (reprobe && check) engine->measure_windows_again(static_cast<uint64_t>(
+      std::max<long long>(1, env::get_int("DCOMM_SHM_REPROBE_CALLS", static_cast<long long>(kReprobeCalls)))));
+  return engine;
 }
 
 }  // namespace dcomm::coll

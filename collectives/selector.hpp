@@ -35,8 +35,10 @@ class Selector {
   const Algorithm& choose(const Args& args, const GroupView& view, const std::string& requested) const;
   std::string explain(Collective c, std::size_t bytes, const GroupView& view) const;
   const CostParams& params() const { return params_; }
-  /// Changes with every set_override(): a choice remembered under another generation may be stale.
+  /// Changes with every set_override() and invalidate(): a choice remembered under another generation may be stale.
   uint64_t generation() const { return overrides_generation_.load(std::memory_order_acquire); }
+  /// What the model prices changed (the group's topology: Topology::cached_windows): choices are made again.
+  void invalidate() { overrides_generation_.fetch_add(1, std::memory_order_release); }
 
  private:
   /// What a choice depends on besides the group: calls of one shape get the same algorithm, so the choice is

@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <chrono>
 #include <climits>
 #include <dcomm/error.hpp>
 #include <cstring>
@@ -16,9 +15,7 @@
 #include "collectives/shm_segments.hpp"
 #include "collectives/slots.hpp"
 #include "collectives/stream_copy.hpp"
-#include "collectives/topology.hpp"
 #include "collectives/window_probe.hpp"
-#include "common/env.hpp"
 #include "common/log.hpp"
 
 namespace dcomm::coll {
@@ -30,26 +27,11 @@ constexpr std::size_t kStreamBytes = kStreamFromBytes;
 // The piece a slice is reduced in: its running sum stays in a core's L2 until it is copied out.
 constexpr std::size_t kPieceBytes = std::size_t{256} << 10;
 
-// The windows are filled with plain stores or non-temporal ones (collectives/window_probe.hpp). Which is faster can
-// change while a group lives: on the VM of session 7 it flipped within a minute, from plain stores 2.5x faster (1 MiB
-// copied in and out by 2 ranks: 48 against 122 us) to 6x slower (468 against 74), as the hypervisor moved the two
-// virtual cores between physical ones. So the ranks measure again every kReprobeBytes (or kReprobeCalls) of calls,
-// on their windows, and all switch together: the round size follows the way, so it must be the same everywhere.
-constexpr double kReprobeBytes = double(std::size_t{1} << 30);
-constexpr long long kReprobeCalls = 1 << 14;
-constexpr std::size_t kProbeBytes = std::size_t{1} << 20;
-
 struct Windows final : AlgorithmState {
   std::unique_ptr<ShmWindows> win;
   std::size_t capacity = 0;  // bytes per half
   uint64_t calls = 0;
   bool unavailable = false;  // a rank could not create its window: the caller's fallback from now on
-  int8_t cached = -1;        // the way the windows are filled: -1 not yet known (the group's probe), 0 or 1
-  double bytes_since = 0;    // bytes of calls since the last measurement (every rank counts alike)
-  uint64_t calls_since = 0;
-  std::vector<char> probe_src, probe_dst;  // private ends of the measurement, kProbeBytes each
-  bool remeasure = false;                  // whether this group measures again
-  uint64_t reprobe_calls = kReprobeCalls;  // DCOMM_SHM_REPROBE_CALLS (tests set it low)
 };
 
 // On a group with slots whose call was checked in them (c.call null), a slot exchange: a cache line each way
@@ -72,60 +54,6 @@ bool grow(Context& c, Windows& w, std::size_t bytes, std::size_t round_bytes, ui
   w.capacity = capacity;
   w.calls = 0;
   return true;
-}
-
-// Collective (steps from `step`, 10⌈log₂P⌉ of them): measures the pattern of a round both ways on the windows (each
-// rank fills kProbeBytes of its first half, barrier, reads the next rank's, barrier; twice each way, interleaved)
-// and returns whether plain stores should fill them: under 3/4 of the non-temporal ones' time over the slowest rank
-// (under their time where plain stores fill them already). Starts with
-// a barrier: every rank has finished reading the windows of the call before.
-bool measure_ways(const Context& c, Windows& w, uint32_t step) {
-  const auto lg = static_cast<uint32_t>(pattern::ceil_log2(c.size()));
-  if (w.probe_src.empty()) {
-    w.probe_src.resize(kProbeBytes);
-    w.probe_dst.resize(kProbeBytes);
-    for (std::size_t i = 0; i < kProbeBytes; ++i) w.probe_src[i] = static_cast<char>(i * 131 + static_cast<std::size_t>(c.rank()));
-  }
-  char* mine = w.win->of(c.rank());
-  const char* next = w.win->of((c.rank() + 1) % c.size());
-  double best[2] = {1e30, 1e30};
-  barrier(c, step);
-  step += lg;
-  for (int rep = 0; rep < 2; ++rep) {
-    for (int way = 0; way < 2; ++way) {
-      const auto t0 = std::chrono::steady_clock::now();
-      if (way == 0) {
-        std::memcpy(mine, w.probe_src.data(), kProbeBytes);
-      } else {
-        stream_copy(mine, w.probe_src.data(), kProbeBytes);
-        stream_copy_fence();
-      }
-      barrier(c, step);
-      step += lg;
-      std::memcpy(w.probe_dst.data(), next, kProbeBytes);
-      barrier(c, step);
-      step += lg;
-      best[way] = std::min(best[way], std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    }
-  }
-  struct Times {
-    double plain, streamed;
-  };
-  const Times all = agree(c, step, Times{best[0], best[1]}, [](Times& m, const Times& t) {
-    m.plain = std::max(m.plain, t.plain);
-    m.streamed = std::max(m.streamed, t.streamed);
-  });
-  // With a margin to switch to plain stores and none to switch back, so that near a tie (111 against 137 us was
-  // seen) the way does not flip from one measurement to the next.
-  const bool cached = all.plain < (w.cached == 1 ? 1.0 : 0.75) * all.streamed;
-  DCOMM_DEBUG("{}: 1 MiB through the windows: plain stores {:.0f} us, non-temporal {:.0f} us: {}", c.what,
-              all.plain * 1e6, all.streamed * 1e6, cached ? "plain" : "non-temporal");
-  if (cached != (w.cached == 1) && c.rank() == 0) {
-    DCOMM_INFO("{}: shared-memory windows now filled with {} (1 MiB through them: plain stores {:.0f} us, "
-               "non-temporal {:.0f} us)",
-               c.what, cached ? "plain stores" : "non-temporal stores", all.plain * 1e6, all.streamed * 1e6);
-  }
-  return cached;
 }
 
 // Step 2 of a round: slice `mine` (offsets within the round), reduced in rank order piece by piece into this
@@ -160,16 +88,9 @@ bool shm_rounds_reduce(Context& c, int root) {
   const auto lg = static_cast<uint32_t>(pattern::ceil_log2(p));
   if (!*c.state) *c.state = std::make_unique<Windows>();
   auto& w = static_cast<Windows&>(**c.state);
-  // Plain stores fill the windows where the group's probe found them faster (measured again as calls go by, see
-  // kReprobeBytes): rounds that stay in the caches.
-  if (w.cached < 0) {
-    w.cached = cached_windows(c) ? 1 : 0;
-    // Not where DCOMM_SHM_CACHED decides, nor where ranks share cores (the group's probe does not measure there).
-    w.remeasure = !env::get("DCOMM_SHM_CACHED").has_value() &&
-                  !(c.view.hierarchy && c.view.hierarchy->topo.shares_cores) && c.view.hierarchy != nullptr;
-    w.reprobe_calls = static_cast<uint64_t>(std::max<long long>(1, env::get_int("DCOMM_SHM_REPROBE_CALLS", kReprobeCalls)));
-  }
-  const bool cached = w.cached == 1;
+  // Plain stores fill the windows where the group's probe found them faster (the engine measures again as calls
+  // go by, and every rank takes a new answer at the same call): rounds that stay in the caches.
+  const bool cached = cached_windows(c);
   const std::size_t round_limit = cached ? kShmCachedRoundBytes : kShmRoundBytes;
   const std::size_t round_elems = std::max<std::size_t>(1, round_limit / c.esize());
   const std::size_t round_bytes = std::min(n, round_elems) * c.esize();
@@ -283,15 +204,6 @@ bool shm_rounds_reduce(Context& c, int root) {
     run_copies(outs, ins);
   }
   if (stream) stream_copy_fence();
-  // Time to measure the two ways again? Every rank counts the same calls and bytes, so all decide alike; only
-  // windows of at least a probe's size take part (smaller calls hardly differ either way).
-  w.bytes_since += static_cast<double>(n * c.esize());
-  ++w.calls_since;
-  if (w.remeasure && w.capacity >= kProbeBytes && (w.bytes_since >= kReprobeBytes || w.calls_since >= w.reprobe_calls)) {
-    w.cached = measure_ways(c, w, 6 * lg) ? 1 : 0;
-    w.bytes_since = 0;
-    w.calls_since = 0;
-  }
   return true;
 }
 

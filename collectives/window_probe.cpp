@@ -69,12 +69,13 @@ Times measure_pair(const Context& pair) {
 
 }  // namespace
 
-bool probe_cached_windows(const GroupView& view, bool measure, std::string* note) {
-  if (view.size < 2 || !group_on_one_host(view)) return false;
+WindowProbe probe_cached_windows(const GroupView& view, bool measure, std::string* note, const Deadline& deadline,
+                                 std::string_view during) {
+  if (view.size < 2 || !group_on_one_host(view)) return {};
   Args none;
   none.coll = Collective::kBarrier;
-  const Deadline deadline = Deadline::after(std::chrono::seconds(60));
-  const std::string what = fmt::format("collectives engine window probe rank {}/{}", view.rank, view.size);
+  const std::string what =
+      fmt::format("collectives engine window probe rank {}/{} ({})", view.rank, view.size, during);
   Context c(none, view, deadline, kWindowProbeSeq, what, 0);
   Times mine;
   if (measure && view.rank < 2) mine = measure_pair(c.on(sub_view(view, {0, 1}), 0));
@@ -96,7 +97,7 @@ bool probe_cached_windows(const GroupView& view, bool measure, std::string* note
                             : std::string("not measured where ranks share cores");
     *note += cached ? ": plain stores" : ": non-temporal stores";
   }
-  return cached;
+  return WindowProbe{cached, all.forced >= 0};
 }
 
 bool cached_windows(const Context& c) { return c.view.hierarchy && c.view.hierarchy->topo.cached_windows; }

@@ -8,11 +8,17 @@
 // 1 MiB a rank (46 against 123 us for a copy in, barrier, copy out by both ranks at once).
 // The probe runs that very pattern (every rank copies 1 MiB into its window, barrier, copies the other's window
 // out, barrier) between group ranks 0 and 1, three times each way, and every rank of the group takes the result.
-// DCOMM_SHM_CACHED=1 or 0 on any rank forces one answer for the group (tests use it to run both paths).
+// DCOMM_SHM_CACHED=1 or 0 on any rank forces one answer for the group (tests use it to run both paths). The
+// engine measures again every kReprobeBytes (or DCOMM_SHM_REPROBE_CALLS calls): the answer changes with where the
+// hypervisor puts the cores.
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "collectives/context.hpp"
+#include "common/deadline.hpp"
 
 namespace dcomm::coll {
 
@@ -21,8 +27,21 @@ namespace dcomm::coll {
 /// pattern above with plain stores under 3/4 of its time with non-temporal ones). False where the windows cannot
 /// be created (the algorithms that need them fall back anyway) and without `measure` (where ranks share cores a
 /// reader often runs on the core that wrote the lines: plain stores measured 0.5-2x slower there, 4 ranks on 2
-/// cores, session 7), unless DCOMM_SHM_CACHED says otherwise. `note` gets what was measured, for explain().
-bool probe_cached_windows(const GroupView& view, bool measure, std::string* note);
+/// cores, session 7), unless DCOMM_SHM_CACHED says otherwise. `note` gets what was measured, for explain(). Every
+/// wait is bounded by `deadline` (a dead rank fails it, named, and the error says it happened `during` what).
+struct WindowProbe {
+  bool cached = false;  ///< plain stores
+  bool forced = false;  ///< DCOMM_SHM_CACHED decided (on some rank): measuring again would change nothing
+};
+WindowProbe probe_cached_windows(const GroupView& view, bool measure, std::string* note, const Deadline& deadline,
+                                 std::string_view during = "group creation");
+
+/// How often the engine measures again (EngineImpl::run, every rank after the same call): after this many bytes of
+/// calls of at least 1 MiB (the cost model's n, which every rank computes alike) or this many such calls
+/// (DCOMM_SHM_REPROBE_CALLS), whichever comes first. The answer can change while a group lives (the VM of session 7
+/// flipped within seconds); smaller calls hardly differ either way.
+inline constexpr double kReprobeBytes = double(std::size_t{1} << 30);
+inline constexpr uint64_t kReprobeCalls = 1 << 16;
 
 /// What the group's probe found (Topology::cached_windows); false on a view without a topology (a node's view
 /// inside a hierarchical algorithm).

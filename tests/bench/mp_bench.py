@@ -103,15 +103,19 @@ def case_windows():
                                  "shm_direct", "-d", "float64", "--check", *extra, env=env)
                 require("# Wrong elements: 0" in text,
                         f"{coll} {extra} on {nproc} ranks, DCOMM_SHM_CACHED={cached}: expected 0 wrong", text)
-    # Measured again after every call of at least 1 MiB (collectives/shm_rounds.cpp): whichever way wins each time,
-    # and a switch changes the round size on every rank at once, the results stay right. 2 ranks (dcomm-run binds
-    # none: 2 ranks on 2 cores do not share them, so they measure).
+    # Measured again before every call (the engine, DCOMM_SHM_REPROBE_CALLS=1): whichever way wins each time, and a
+    # switch changes the round size on every rank at once and the model's choices, the results stay right. 2 ranks
+    # (dcomm-run binds none: 2 ranks on 2 cores do not share them, so they measure).
     env = {"DCOMM_SHM_REPROBE_CALLS": "1", "DCOMM_LOG_LEVEL": "debug"}
     for coll, extra in (("all_reduce", []), ("reduce", ["-r", "1"])):
         _, text = launch(2, coll, "-b", "1M", "-e", "9M", "-f", "2", "-n", "3", "-w", "1", "--algo", "shm_direct",
                          "-d", "float64", "--check", *extra, env=env)
         require("# Wrong elements: 0" in text, f"{coll} {extra}, measured after every call: expected 0 wrong", text)
-        require("1 MiB through the windows" in text, f"{coll}: no measurement after the calls", text[-3000:])
+        require("window stores measured again" in text, f"{coll}: no measurement between the calls", text[-3000:])
+    # auto, measured before every call: the choice may change from call to call, the results stay right.
+    _, text = launch(2, "all_reduce", "-b", "4K", "-e", "9M", "-f", "4", "-n", "3", "-w", "1", "-d", "float32",
+                     "--check", env=env)
+    require("# Wrong elements: 0" in text, "all_reduce auto, measured before every call: expected 0 wrong", text)
 
 
 def case_stall():
