@@ -53,6 +53,7 @@ class EngineImpl final : public Engine {
 
   void run(const Args& args, const std::string& algorithm, const Deadline& deadline, uint64_t seq,
            std::string_view found) override {
+    if (probe_due_) probe_again(args, deadline, seq);
     // A call of the last valid call's shape (repeat_) takes what the engine derived from the shape alone; any other
     // call is validated and chosen for in full. Either way its descriptor goes through the call check below, so a
     // rank whose call differs from the others' is caught alike (the cache is this rank's, never the group's).
@@ -104,7 +105,7 @@ class EngineImpl final : public Engine {
                                     format_bytes(largest_bytes(args))),
                         ENOMEM);
     }
-    if (reprobe_calls_ > 0) count_for_probe(args, deadline, seq);
+    if (reprobe_calls_ > 0) count_for_probe(args);
   }
 
   void set_algorithm(Collective c, const std::string& name) override { selector_.set_override(c, name); }
@@ -206,13 +207,13 @@ class EngineImpl final : public Engine {
 
   // After a call that succeeded: every rank counts the large calls it made (at least kReprobeFromBytes of the
   // model's n, which every rank computes alike, not a v-variant) and their bytes; when they reach kReprobeBytes or
-  // reprobe_calls_, every rank measures the window stores again, here, after the same call. Only large calls count:
+  // reprobe_calls_, every rank measures the window stores again, before the next call. Only large calls count:
   // their check has compared every rank's call before they moved data (the call check is synchronous for them;
   // only small rooted calls run ahead through the slots), so a call that succeeded here succeeded alike
   // everywhere, and the counts never drift apart (counting every call, a rank whose call was invalid counted other
   // bytes than the others and waited in a probe of its own). A changed answer changes the topology the model
   // prices and shm_direct's rounds follow, and the choices are made again.
-  void count_for_probe(const Args& args, const Deadline& deadline, uint64_t seq) {
+  void count_for_probe(const Args& args) {
     constexpr double kReprobeFromBytes = double(std::size_t{1} << 20);
     const double n = model_bytes(args, view_.size);
     if (args.vector_variant || n < kReprobeFromBytes) return;
@@ -221,9 +222,16 @@ class EngineImpl final : public Engine {
     if (bytes_since_probe_ < kReprobeBytes && calls_since_probe_ < reprobe_calls_) return;
     bytes_since_probe_ = 0;
     calls_since_probe_ = 0;
+    probe_due_ = true;
+  }
+
+  // Before the call after the one that made the probe due (so that a rank that died in between fails the call that
+  // could not complete, not the one that did).
+  void probe_again(const Args& args, const Deadline& deadline, uint64_t seq) {
+    probe_due_ = false;
     std::string note;
     const WindowProbe probe = probe_cached_windows(
-        view_, true, &note, deadline, fmt::format("measuring again after {} call #{} of this group", to_string(args.coll), seq));
+        view_, true, &note, deadline, fmt::format("measuring again before {} call #{} of this group", to_string(args.coll), seq));
     DCOMM_DEBUG("collectives engine rank {}/{}: window stores measured again: {}", view_.rank, view_.size, note);
     if (probe.cached == view_.hierarchy->topo.cached_windows) return;
     DCOMM_INFO("collectives engine rank {}/{}: shared-memory windows now filled with {} ({})", view_.rank, view_.size,
@@ -261,6 +269,7 @@ class EngineImpl final : public Engine {
   mutable std::mutex view_mutex_;  ///< explain()'s copy of view_ against count_for_probe()'s replacement
   uint64_t reprobe_calls_ = 0;     ///< 0: the window stores are not measured again (forced, or cores shared)
   uint64_t calls_since_probe_ = 0;
+  bool probe_due_ = false;  ///< measure again before the next call
   double bytes_since_probe_ = 0;
   std::size_t chunk_bytes_;
   bool check_calls_;
