@@ -4,6 +4,8 @@ what every survivor and dcomm-run say.
 
 usage: kill_matrix.py DCOMM_RUN MP_KILL_POINT CASE
   kill_<transport>_<n>   a bounded loop of kills at moments from startup to mid-loop, each a different rank
+  reprobe_<transport>_<n> as kill_, with the engine measuring the window stores again before every call after a
+                         large one (DCOMM_SHM_REPROBE_CALLS=1)
   stop_<transport>_<n>   one rank stops (SIGSTOP) mid-loop; timeout 8 s
   sleep_<transport>_<n>  one rank stays in user code (sleeps) between two calls; timeout 8 s
        kill_matrix.py DCOMM_RUN MP_KILL_POINT matrix RUNS   (scripts/kill-matrix.sh: the larger matrix)
@@ -69,10 +71,10 @@ def blamed_survivors(text, victim, n):
     return [] if c is None or c == victim else [c]
 
 
-def check_kill(transport, n, victim, after):
+def check_kill(transport, n, victim, after, extra_env=None):
     """Returns (problems, slowest detection in s)."""
     before = shm_entries()
-    r, _ = launch(transport, n, victim, after)
+    r, _ = launch(transport, n, victim, after, extra_env=extra_env)
     out = r.stdout + r.stderr
     problems = []
     pids = [int(p) for p in re.findall(r"PID rank \d+ pid (\d+)", r.stdout)]
@@ -171,7 +173,7 @@ def check_sleep(transport, n, victim):
     return problems
 
 
-def kill_case(transport, n):
+def kill_case(transport, n, extra_env=None):
     problems = []
     slowest = 0.0
     # A bounded loop: every moment once, the victim cycling through first, middle and last ranks.
@@ -179,7 +181,7 @@ def kill_case(transport, n):
     for i, moment in enumerate(KILL_MOMENTS):
         victim = [0, n // 2, n - 1][i % 3]
         after = round(moment * rng.uniform(0.8, 1.2), 3)  # a random moment near each phase; failures print it
-        p, s = check_kill(transport, n, victim, after)
+        p, s = check_kill(transport, n, victim, after, extra_env)
         problems += p
         slowest = max(slowest, s)
     print(f"{len(KILL_MOMENTS)} kills over {transport} at {n} ranks; slowest detection {slowest:.2f} s")
@@ -221,6 +223,10 @@ if __name__ == "__main__":
     kind, transport, n = CASE.split("_")
     if kind == "kill":
         problems = kill_case(transport, int(n))
+    elif kind == "reprobe":
+        # 2 ranks on 2 cores measure the window stores again (the engine), here before every call after a large one:
+        # a kill lands in a measurement as often as in a call, and every survivor must still name the victim.
+        problems = kill_case(transport, int(n), {"DCOMM_SHM_REPROBE_CALLS": "1"})
     elif kind == "stop":
         problems = check_stop(transport, int(n), int(n) // 2)[0]
     else:
