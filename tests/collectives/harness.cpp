@@ -107,4 +107,10 @@ coll::GroupView fake_view(int rank, int size) {
   return v;
 }
 
+coll::GroupView placed_view(const std::vector<std::string>& hosts) {
+  coll::GroupView v = fake_view(0, static_cast<int>(hosts.size()));
+  v.hierarchy = coll::build_hierarchy(v, hosts);
+  return v;
+}
+
 }  // namespace dcomm::test

@@ -47,6 +47,8 @@ std::string invalid_message(const std::function<void()>& f);
 
 /// A view of rank `rank` of `size` with no mesh: for validation and pricing only.
 coll::GroupView fake_view(int rank, int size);
+/// Rank 0 of a group of hosts.size() ranks on those hosts (one host id a rank), with no mesh: for pricing only.
+coll::GroupView placed_view(const std::vector<std::string>& hosts);
 
 /// Sets an environment variable for the scope (tests of DCOMM_* knobs), restoring it afterwards.
 class ScopedEnv {

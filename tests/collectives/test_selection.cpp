@@ -195,13 +195,6 @@ TEST_CASE("DCOMM_ALGO and DCOMM_TUNING_FILE configure new engines", "[collective
 
 namespace {
 
-// A group of hosts.size() ranks on those hosts, for pricing (no mesh).
-GroupView placed(const std::vector<std::string>& hosts) {
-  GroupView v = fake_view(0, static_cast<int>(hosts.size()));
-  v.hierarchy = build_hierarchy(v, hosts);
-  return v;
-}
-
 // Between nodes 20 us and 1 GB/s; within a node (`two` only) 1 us and 10 GB/s.
 CostParams one_class() {
   CostParams p;
@@ -221,8 +214,8 @@ CostParams two_classes() {
 }  // namespace
 
 TEST_CASE("two link classes: hierarchical rows win across nodes, one node's choices stay", "[collectives][engine]") {
-  const GroupView one_node = placed({"a", "a", "a", "a"});
-  const GroupView two_nodes = placed({"a", "a", "b", "b"});
+  const GroupView one_node = test::placed_view({"a", "a", "a", "a"});
+  const GroupView two_nodes = test::placed_view({"a", "a", "b", "b"});
   const Collective kHier[] = {Collective::kAllReduce, Collective::kBroadcast,     Collective::kReduce,
                               Collective::kAllGather, Collective::kReduceScatter, Collective::kBarrier};
   for (Collective c : kHier) {
@@ -258,157 +251,6 @@ TEST_CASE("two link classes: hierarchical rows win across nodes, one node's choi
   CHECK(loaded.alpha_intra == 2e-6);
   CHECK(loaded.beta_intra == 3e-10);
   std::remove(path.c_str());
-}
-
-TEST_CASE(
-    "one node: all_to_all takes single copies (cma) to 1 MiB, the pipe from 4 MiB; reduce the pipe on 2 ranks; "
-    "all_reduce single copies from 64-256 KiB, all_gather from 64 KiB",
-    "[collectives][engine]") {
-  // The built-in one-node parameters, which a probe on one node settles on (coll::stabilize). Where measured
-  // (docs/algorithms.md), cma was as fast as pairwise on 2 ranks and faster on 3-4, and faster than shm_direct
-  // from 256 KiB up to 1-2 MiB (2 ranks) and 2-4 MiB (4 ranks); shm_direct was faster beyond. The one-node rows
-  // need a group on a real mesh: threads as ranks, priced by each rank (only the main thread asserts).
-  const CostParams p = test::one_node_params();
-  for (int size : {2, 3, 4}) {
-    auto recs = test::run_group(size, [&](const GroupView& node, test::RankRecord& rec) {
-      auto expect = [&](const Args& a, const std::string& want, const std::string& what) {
-        const Algorithm* chosen = cheapest(a, node, p);
-        const std::string got = chosen != nullptr ? chosen->name : "(none)";
-        if (got != want) rec.failures.push_back(fmt::format("{} ranks, {}: {} where {} was expected", size, what, got, want));
-      };
-      for (std::size_t bytes : {std::size_t{256} << 10, std::size_t{1} << 20, std::size_t{4} << 20,
-                                std::size_t{64} << 20}) {
-        const std::size_t count = bytes / static_cast<std::size_t>(size) * static_cast<std::size_t>(size);
-        expect(sample_args(Collective::kAllToAll, count, size), bytes <= (std::size_t{1} << 20) ? "cma" : "shm_direct",
-               fmt::format("{} B", count));
-      }
-      // reduce on 2 ranks: shm_pipe measured 0.3-1.0x MPI's time at every size where cma took 0.75-1.7x.
-      for (std::size_t bytes : {std::size_t{16} << 10, std::size_t{256} << 10, std::size_t{4} << 20}) {
-        if (size == 2) expect(sample_args(Collective::kReduce, bytes, size), "shm_pipe", fmt::format("reduce of {} B", bytes));
-      }
-      // all_reduce: cma measured 1.1-2.7x faster than shm_direct on 2 ranks from 64 KiB to 64 MiB, two quiet runs
-      // (docs/benchmark.md "Session 6"); priced with shm_direct's window reads at β, the engine's copy before the
-      // rows that need one, and a system call per CMA copy at α, the model takes it there (from 256 KiB on 3-4).
-      for (std::size_t bytes : {std::size_t{64} << 10, std::size_t{256} << 10, std::size_t{4} << 20,
-                                std::size_t{64} << 20}) {
-        if (size > 2 && bytes < (std::size_t{256} << 10)) continue;
-        expect(sample_args(Collective::kAllReduce, bytes, size), "cma", fmt::format("all_reduce of {} B", bytes));
-      }
-      // all_gather: cma (one copy per byte) measured 1.2-1.5x faster than shm_direct (two) on 2 ranks bound to a
-      // core each from 256 KiB to 4 MiB, and 1.5-2x faster than ring from 64 KiB (not below: docs/algorithms.md); on
-      // 3-4 ranks sharing 2 cores shm_direct was 1.3-3x faster than cma (rough, docs/algorithms.md). Priced with
-      // shm_direct's window reads at β where every rank owns its core, the model takes cma there (and on 3-4 ranks with
-      // a core each, where its one round of reads beats ring's P-1 rounds), shm_direct where ranks share cores. Whether
-      // these threads share cores depends on the machine: both cases are checked, sharing also forced.
-      const bool shared = node.hierarchy && node.hierarchy->topo.shares_cores;
-      CostParams sharing = p;
-      sharing.shared_cores = true;
-      for (std::size_t bytes :
-           {std::size_t{64} << 10, std::size_t{256} << 10, std::size_t{1} << 20, std::size_t{4} << 20}) {
-        const std::size_t count = bytes / static_cast<std::size_t>(size) * static_cast<std::size_t>(size);
-        const Args a = sample_args(Collective::kAllGather, count, size);
-        expect(a, shared ? "shm_direct" : "cma",
-               fmt::format("all_gather of {} B{}", count, shared ? ", cores shared" : ""));
-        const std::string got = cheapest(a, node, sharing)->name;
-        if (got != "shm_direct")
-          rec.failures.push_back(fmt::format("{} ranks, all_gather of {} B, cores shared: {}", size, count, got));
-      }
-      // 64 MiB, a core each: past the cache cma's single copies ran at memory speed (2 ranks: 11.4 ms against
-      // shm_direct's 7.7), the pipe overlaps its two copies.
-      if (!shared) {
-        const std::size_t count = (std::size_t{64} << 20) / static_cast<std::size_t>(size) * static_cast<std::size_t>(size);
-        expect(sample_args(Collective::kAllGather, count, size), "shm_direct", fmt::format("all_gather of {} B", count));
-      }
-      // 16 KiB on ranks that share cores: not cma (3 ranks on 2 cores: cma 19 us, shm_direct 9, ring 11).
-      if (size > 2) {
-        const std::string small_ag = cheapest(sample_args(Collective::kAllGather, 16383, size), node, sharing)->name;
-        if (small_ag == "cma")
-          rec.failures.push_back(fmt::format("{} ranks, all_gather of 16 KiB, cores shared: cma", size));
-      }
-      // With the engine's call check (on by default), whose rounds bruck rides on and cma pays on top, 1 KiB is
-      // bruck's (or the slot's, where the group has slots).
-      CostParams checked = p;
-      checked.check_calls = true;
-      const std::string tiny = cheapest(sample_args(Collective::kAllGather, 1024, size), node, checked)->name;
-      if (tiny != "bruck" && tiny != "slot")
-        rec.failures.push_back(fmt::format("{} ranks, all_gather of 1 KiB: {}", size, tiny));
-      // Below, what a few bytes cost decides: a latency-bound row, not a single copy (4 KiB: cma 4.6-5.3 us).
-      const std::string small = cheapest(sample_args(Collective::kAllReduce, 4096, size), node, p)->name;
-      if (small == "cma" || small == "shm_direct") rec.failures.push_back(fmt::format("{} ranks, all_reduce of 4 KiB: {}", size, small));
-      // all_to_all_v is neither's: its blocks differ per rank.
-      Args v = sample_args(Collective::kAllToAll, std::size_t{1} << 20, size);
-      v.vector_variant = true;
-      expect(v, "pairwise", "all_to_all_v of 1 MiB");
-    });
-    CHECK(test::summarize(recs) == std::vector<std::string>{});
-  }
-  // Across nodes no one-node row is a candidate.
-  CHECK(std::string(cheapest(sample_args(Collective::kAllToAll, 1 << 20, 4), placed({"a", "a", "b", "b"}), p)->name) ==
-        "pairwise");
-}
-
-TEST_CASE("one node, plain-store windows: all_reduce takes shm_direct from 1 MiB, reduce keeps the pipe",
-          "[collectives][engine]") {
-  // Where the group's probe found plain stores into the windows faster (collectives/window_probe.hpp), measured on
-  // 2 ranks (session 7, docs/algorithms.md): all_reduce[shm_direct] 0.5-0.65x cma's time from 1 MiB to 64 MiB,
-  // about cma's at 64-256 KiB. The non-temporal case is the test above. Ranks that share cores never get here (no
-  // probe there): forced on, the choices stay those of the test above.
-  CostParams p = test::one_node_params();
-  p.cached_windows = true;
-  CostParams sharing = p;
-  sharing.shared_cores = true;
-  auto recs = test::run_group(2, [&](const GroupView& node, test::RankRecord& rec) {
-    auto expect = [&](const Args& a, const CostParams& params, const std::string& want, const std::string& what) {
-      const std::string got = cheapest(a, node, params)->name;
-      if (got != want) rec.failures.push_back(fmt::format("{}: {} where {} was expected", what, got, want));
-    };
-    const bool shared = node.hierarchy && node.hierarchy->topo.shares_cores;
-    for (std::size_t bytes : {std::size_t{1} << 20, std::size_t{4} << 20, std::size_t{16} << 20, std::size_t{64} << 20}) {
-      if (!shared) expect(sample_args(Collective::kAllReduce, bytes, 2), p, "shm_direct", fmt::format("all_reduce of {} B", bytes));
-      expect(sample_args(Collective::kAllReduce, bytes, 2), sharing, "cma", fmt::format("all_reduce of {} B, cores shared", bytes));
-    }
-    for (std::size_t bytes : {std::size_t{64} << 10, std::size_t{256} << 10}) {
-      expect(sample_args(Collective::kAllReduce, bytes, 2), p, "cma", fmt::format("all_reduce of {} B", bytes));
-    }
-    // reduce: the pipe (its price does not see that its pieces come from memory: docs/algorithms.md).
-    for (std::size_t bytes : {std::size_t{16} << 10, std::size_t{256} << 10, std::size_t{4} << 20}) {
-      expect(sample_args(Collective::kReduce, bytes, 2), p, "shm_pipe", fmt::format("reduce of {} B", bytes));
-    }
-  });
-  CHECK(test::summarize(recs) == std::vector<std::string>{});
-}
-
-TEST_CASE("the window probe: one answer on every rank, DCOMM_SHM_CACHED forces it, explain() says which",
-          "[collectives][engine]") {
-  // Unforced, whatever this machine measures, every rank must take the same answer (the rounds of shm_direct
-  // depend on it): compare what each rank's explain() reports.
-  for (const char* forced : {"", "1", "0"}) {
-    test::ScopedEnv env("DCOMM_SHM_CACHED", forced[0] != 0 ? forced : nullptr);
-    for (int size : {2, 3}) {
-      std::vector<std::string> notes(static_cast<std::size_t>(size));
-      auto recs = test::run_group(
-          size,
-          [&](const GroupView& view, test::RankRecord& rec) {
-            auto engine = Engine::create(view);
-            const std::string text = engine->explain(Collective::kAllReduce, std::size_t{1} << 20);
-            const std::size_t at = text.find("shared-memory windows: ");
-            if (at == std::string::npos) {
-              rec.failures.push_back("explain() does not say how the windows are filled: " + text);
-              return;
-            }
-            const std::string note = text.substr(at, text.find(')', at) - at);
-            notes[static_cast<std::size_t>(view.rank)] = note;
-            if (forced[0] != 0) {
-              const std::string want = fmt::format("DCOMM_SHM_CACHED={}: {}", forced,
-                                                   forced[0] == '1' ? "plain stores" : "non-temporal stores");
-              if (note.find(want) == std::string::npos) rec.failures.push_back(note + " where " + want + " was expected");
-            }
-          },
-          "shm");
-      CHECK(test::summarize(recs) == std::vector<std::string>{});
-      for (const std::string& n : notes) CHECK(n == notes[0]);
-    }
-  }
 }
 
 TEST_CASE("a hierarchical algorithm named on a one-node group is refused on every rank, saying why",
