@@ -176,12 +176,11 @@ bool shm_rounds_reduce(Context& c, int root) {
   };
   const std::size_t rounds = (n + round_elems - 1) / round_elems;
   std::vector<Copy> outs, ins;
-  {
-    copies_in(round_at(0), ins);
-    run_copies({}, ins);
-  }
+  auto next = round_at(0);  // each round's layout is worked out once: for its copies in, then for the round
+  copies_in(next, ins);
+  run_copies({}, ins);
   for (std::size_t k = 0; k < rounds; ++k) {
-    const auto rd = round_at(k);
+    const auto rd = std::move(next);
     // Consecutive rounds use different steps: a rank is never more than one round ahead of another.
     const uint32_t step = 2 * lg + ((first_round + k) % 2) * 2 * lg;
     std::function<char*(int)> window = [&](int q) { return w.win->of(q) + rd.half; };
@@ -200,7 +199,10 @@ bool shm_rounds_reduce(Context& c, int root) {
     outs.clear();
     ins.clear();
     copies_out(rd, outs);
-    if (k + 1 < rounds) copies_in(round_at(k + 1), ins);
+    if (k + 1 < rounds) {
+      next = round_at(k + 1);
+      copies_in(next, ins);
+    }
     run_copies(outs, ins);
   }
   if (stream) stream_copy_fence();
