@@ -19,4 +19,17 @@ std::vector<pattern::Block> gather_blocks(const Args& a, int size);
 std::vector<pattern::Block> a2a_send_blocks(const Args& a, int size);
 std::vector<pattern::Block> a2a_recv_blocks(const Args& a, int size);
 
+/// A regular all_gather's output: rank q's block at block(q).
+struct GatheredBlocks {
+  explicit GatheredBlocks(const Args& a) : out(static_cast<char*>(a.recv.data)), bytes(a.send.bytes()) {}
+  char* operator()(int q) const { return out + static_cast<std::size_t>(q) * bytes; }
+  char* out;
+  std::size_t bytes;
+};
+
+/// A regular all_gather: where this rank's block is read from. In place (send inside recv: at its start or at this
+/// rank's block) the block is first moved to its place in recv, since the others' blocks land where it was, and
+/// read from there; otherwise send, untouched.
+const char* own_block_first(const Args& a, int rank);
+
 }  // namespace dcomm::coll

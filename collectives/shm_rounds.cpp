@@ -12,6 +12,7 @@
 
 #include "collectives/call_check.hpp"
 #include "collectives/dissemination.hpp"
+#include "collectives/layout.hpp"
 #include "collectives/shm_segments.hpp"
 #include "collectives/slots.hpp"
 #include "collectives/stream_copy.hpp"
@@ -80,6 +81,44 @@ void reduce_slice(const Context& c, const std::function<char*(int)>& window, con
   }
 }
 
+// A round's copies: out of the others' windows (`a`) and into this rank's (`b`, the next round's). With plain
+// window stores (`interleave`) they run interleaved in pieces of kInterleaveBytes, so that the reads of the input
+// from memory overlap the writes of the output to it: all_reduce 64 MiB on 2 ranks 9.4-9.6 against 10.2-10.9 ms,
+// and 12.6-12.8 against 13.1 in a slower minute (alternating runs, session 7). With non-temporal ones it measured
+// 0.9-1.2x the time: one after the other there.
+struct Copy {
+  char* to;
+  const char* from;
+  std::size_t bytes;
+  bool streamed;
+};
+
+void run_round_copies(const std::vector<Copy>& a, const std::vector<Copy>& b, bool interleave) {
+  constexpr std::size_t kInterleaveBytes = std::size_t{64} << 10;
+  std::size_t ia = 0, ib = 0, oa = 0, ob = 0;
+  auto step_one = [&](const std::vector<Copy>& v, std::size_t& i, std::size_t& o) {
+    if (i >= v.size()) return;
+    const Copy& x = v[i];
+    const std::size_t len = std::min(kInterleaveBytes, x.bytes - o);
+    if (x.streamed) {
+      stream_copy(x.to + o, x.from + o, len);
+    } else {
+      std::memcpy(x.to + o, x.from + o, len);
+    }
+    o += len;
+    if (o == x.bytes) ++i, o = 0;
+  };
+  if (!interleave) {
+    while (ia < a.size()) step_one(a, ia, oa);
+    while (ib < b.size()) step_one(b, ib, ob);
+    return;
+  }
+  while (ia < a.size() || ib < b.size()) {
+    step_one(a, ia, oa);
+    step_one(b, ib, ob);
+  }
+}
+
 }  // namespace
 
 bool shm_rounds_reduce(Context& c, int root) {
@@ -106,17 +145,9 @@ bool shm_rounds_reduce(Context& c, int root) {
   // An output larger than the cache is written around it: no read-for-ownership of its lines.
   const bool stream = n * c.esize() >= kStreamBytes;
   // A round's copies: into this rank's window (the others' parts of its input) and out of the others' windows
-  // (their slices of the result). With plain window stores the copies out of round k and the copies in of round
-  // k + 1 (into the other half, which every rank finished reading in round k - 1, before the first barrier of round
-  // k) run interleaved in pieces of kInterleaveBytes, so that the input's reads from memory overlap the output's
-  // writes to it: 64 MiB on 2 ranks 9.4-9.6 against 10.2-10.9 ms, and 12.6-12.8 against 13.1 in a slower minute
-  // (alternating runs, session 7). With non-temporal ones it measured 0.9-1.2x the time: one after the other there.
-  struct Copy {
-    char* to;
-    const char* from;
-    std::size_t bytes;
-    bool streamed;
-  };
+  // (their slices of the result). The copies out of round k and the copies in of round k + 1 go into the other
+  // half, which every rank finished reading in round k - 1, before the first barrier of round k: with plain window
+  // stores they run interleaved (run_round_copies).
   const uint64_t first_round = w.calls;
   auto round_at = [&](std::size_t k) {
     struct Round {
@@ -149,31 +180,7 @@ bool shm_rounds_reduce(Context& c, int root) {
       out.push_back({c.at(output, b.offset), c.at(w.win->of(q) + rd.half, b.offset), b.count * c.esize(), stream});
     }
   };
-  auto run_copies = [&](const std::vector<Copy>& a, const std::vector<Copy>& b) {
-    constexpr std::size_t kInterleaveBytes = std::size_t{64} << 10;
-    std::size_t ia = 0, ib = 0, oa = 0, ob = 0;
-    auto step_one = [&](const std::vector<Copy>& v, std::size_t& i, std::size_t& o) {
-      if (i >= v.size()) return;
-      const Copy& x = v[i];
-      const std::size_t len = std::min(kInterleaveBytes, x.bytes - o);
-      if (x.streamed) {
-        stream_copy(x.to + o, x.from + o, len);
-      } else {
-        std::memcpy(x.to + o, x.from + o, len);
-      }
-      o += len;
-      if (o == x.bytes) ++i, o = 0;
-    };
-    if (!cached) {
-      while (ia < a.size()) step_one(a, ia, oa);
-      while (ib < b.size()) step_one(b, ib, ob);
-      return;
-    }
-    while (ia < a.size() || ib < b.size()) {
-      step_one(a, ia, oa);
-      step_one(b, ib, ob);
-    }
-  };
+  auto run_copies = [&](const std::vector<Copy>& a, const std::vector<Copy>& b) { run_round_copies(a, b, cached); };
   const std::size_t rounds = (n + round_elems - 1) / round_elems;
   std::vector<Copy> outs, ins;
   auto next = round_at(0);  // each round's layout is worked out once: for its copies in, then for the round
@@ -206,6 +213,65 @@ bool shm_rounds_reduce(Context& c, int root) {
     run_copies(outs, ins);
   }
   if (stream) stream_copy_fence();
+  return true;
+}
+
+bool shm_rounds_gather(Context& c) {
+  const Args& a = c.args;
+  const int p = c.size();
+  const int r = c.rank();
+  const std::size_t bytes = a.send.bytes();
+  const GatheredBlocks block(a);
+  if (p > 1 && bytes > 0) {
+    if (!*c.state) *c.state = std::make_unique<Windows>();
+    auto& w = static_cast<Windows&>(**c.state);
+    // Each rank's part of a round: the rounds' windows together as large as the reduction's.
+    const bool cached = cached_windows(c);
+    const std::size_t round_limit = (cached ? kShmCachedRoundBytes : kShmRoundBytes) / static_cast<std::size_t>(p);
+    const std::size_t round = std::min(bytes, round_limit);
+    if (!w.unavailable && round > w.capacity) w.unavailable = !grow(c, w, round, round_limit, 0);
+    if (w.unavailable) return false;
+    const char* mine = own_block_first(a, r);  // in place: moved to its place first
+    const bool stream = a.recv.bytes() >= kStreamBytes;
+    const auto lg = static_cast<uint32_t>(pattern::ceil_log2(p));
+    const uint64_t first_round = w.calls;
+    const std::size_t rounds = (bytes + round - 1) / round;
+    auto half = [&](std::size_t k) { return ((first_round + k) % 2) * w.capacity; };
+    // Round k's part of this rank's block: into its window, and into its own place while still in cache.
+    auto copies_in = [&](std::size_t k, std::vector<Copy>& v) {
+      const std::size_t at = k * round;
+      const std::size_t len = std::min(round, bytes - at);
+      v.push_back({w.win->of(r) + half(k), mine + at, len, !cached});
+      if (mine != block(r)) v.push_back({block(r) + at, mine + at, len, stream});
+    };
+    // Round k's part of every other rank's block, from its window (from rank r + 1 on: the ranks spread their reads).
+    auto copies_out = [&](std::size_t k, std::vector<Copy>& v) {
+      const std::size_t at = k * round;
+      const std::size_t len = std::min(round, bytes - at);
+      for (int s = 1; s < p; ++s) {
+        const int q = (r + s) % p;
+        v.push_back({block(q) + at, w.win->of(q) + half(k), len, stream});
+      }
+    };
+    std::vector<Copy> outs, ins;
+    copies_in(0, ins);
+    run_round_copies({}, ins, cached);
+    for (std::size_t k = 0; k < rounds; ++k) {
+      stream_copy_fence();  // the copies in before the barrier that tells the others
+      // Consecutive rounds use different steps: a rank is never more than one round ahead of another.
+      barrier(c, 2 * lg + static_cast<uint32_t>((first_round + k) % 2) * lg);
+      ++w.calls;
+      outs.clear();
+      ins.clear();
+      copies_out(k, outs);
+      if (k + 1 < rounds) copies_in(k + 1, ins);
+      run_round_copies(outs, ins, cached);
+    }
+    if (stream) stream_copy_fence();
+    return true;
+  }
+  const char* mine = own_block_first(a, r);
+  if (mine != block(r) && bytes > 0) std::memcpy(block(r), mine, bytes);
   return true;
 }
 

@@ -23,6 +23,7 @@
 
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/cma_peers.hpp"
+#include "collectives/layout.hpp"
 #include "collectives/patterns.hpp"
 #include "collectives/shm_pipe.hpp"
 
@@ -35,17 +36,11 @@ void run_all_gather_cma(Context& c) {
   const int p = c.size();
   const int r = c.rank();
   const std::size_t bytes = a.send.bytes();
-  char* out = static_cast<char*>(a.recv.data);
-  auto block = [&](int q) { return out + static_cast<std::size_t>(q) * bytes; };
-  const char* mine = static_cast<const char*>(a.send.data);
-  // In place: this rank's block to its place first (memmove: at rank 0 the two are the same bytes).
-  if (mine >= out && mine < out + a.recv.bytes()) {
-    if (mine != block(r)) std::memmove(block(r), mine, bytes);
-    mine = block(r);
-  }
+  const GatheredBlocks block(a);
+  const char* mine = own_block_first(a, r);
   if (p > 1) {
     CmaPeers peers;
-    if (!cma_exchange(c, cma_use(c), mine, out, peers, 0)) {
+    if (!cma_exchange(c, cma_use(c), mine, block.out, peers, 0)) {
       return run_instead(c, run_all_gather_ring);
     }
     CmaStatus status;

@@ -19,6 +19,7 @@
 #include <cstring>
 
 #include "collectives/algorithms/algorithms.hpp"
+#include "collectives/layout.hpp"
 #include "collectives/shm_pipe.hpp"
 #include "collectives/stream_copy.hpp"
 
@@ -31,8 +32,7 @@ void run_all_gather_shm_direct(Context& c) {
   const int p = c.size();
   const int r = c.rank();
   const std::size_t bytes = a.send.bytes();
-  char* out = static_cast<char*>(a.recv.data);
-  auto block = [&](int q) { return out + static_cast<std::size_t>(q) * bytes; };
+  const GatheredBlocks block(a);
   ShmPipe* pipe = p > 1 ? ShmPipe::open(c, PipeLanes::kOne, "all_gather[ring]") : nullptr;
   if (p > 1 && pipe == nullptr) return run_instead(c, run_all_gather_ring);
   const bool stream = a.recv.bytes() >= kStreamFromBytes;
@@ -45,22 +45,19 @@ void run_all_gather_shm_direct(Context& c) {
       std::memcpy(block(r) + at, from + at, len);
     }
   };
-  const char* mine = static_cast<const char*>(a.send.data);
-  // In place (send inside recv, at its start or at this rank's block), this rank's block goes to its place first,
-  // and is published from there, before the others' land where it was. Else each piece right after it is
-  // published, while it is still in cache.
-  const bool inside = mine >= out && mine < out + a.recv.bytes();
-  if (inside) own(mine, 0, bytes), mine = block(r);
+  // In place, this rank's block goes to its place first and is published from there (own() then copies nothing).
+  // Else each piece goes to its place right after it is published, while it is still in cache.
+  const char* mine = own_block_first(a, r);
   const std::size_t pieces = p > 1 ? pipe->pieces(bytes) : 0;
   const std::size_t piece = p > 1 ? pipe->piece_for(bytes) : bytes;
   for (std::size_t k = 0, put = 0; k < pieces; ++k) {
     for (; put < pieces && put <= k + pipe->ahead(); ++put) {
       pipe->put(c, /*to=*/0, mine, bytes, put);
-      if (!inside) own(mine, put * piece, std::min(piece, bytes - put * piece));
+      own(mine, put * piece, std::min(piece, bytes - put * piece));
     }
     for (int s = 1; s < p; ++s) pipe->get(c, (r + s) % p, block((r + s) % p), bytes, k, stream);
   }
-  if (!inside && pieces == 0) own(mine, 0, bytes);
+  if (pieces == 0) own(mine, 0, bytes);
   if (stream) stream_copy_fence();
 }
 

@@ -92,15 +92,17 @@ def case_check3():
 
 
 def case_windows():
-    """all_reduce and reduce [shm_direct] in real processes with each way of filling the windows forced (plain stores
-    in 1 MiB rounds, non-temporal in 4 MiB rounds) and with the probe's own answer: sizes from 1 KB to past several
-    rounds, in place and not, a root that is not rank 0, 2 and 3 ranks: 0 wrong."""
+    """all_reduce and reduce [shm_direct] and all_gather [shm_rounds] in real processes with each way of filling the
+    windows forced (plain stores in 1 MiB rounds, non-temporal in 4 MiB rounds) and with the probe's own answer:
+    sizes from 1 KB to past several rounds, in place and not, a root that is not rank 0, 2 and 3 ranks: 0 wrong."""
     for cached in ("1", "0", None):
         env = {} if cached is None else {"DCOMM_SHM_CACHED": cached}
         for nproc in (2, 3):
-            for coll, extra in (("all_reduce", []), ("all_reduce", ["--inplace"]), ("reduce", ["-r", str(nproc - 1)])):
+            for coll, extra, algo in (("all_reduce", [], "shm_direct"), ("all_reduce", ["--inplace"], "shm_direct"),
+                                      ("reduce", ["-r", str(nproc - 1)], "shm_direct"),
+                                      ("all_gather", [], "shm_rounds"), ("all_gather", ["--inplace"], "shm_rounds")):
                 _, text = launch(nproc, coll, "-b", "1000", "-e", "8M", "-f", "9", "-n", "2", "-w", "0", "--algo",
-                                 "shm_direct", "-d", "float64", "--check", *extra, env=env)
+                                 algo, "-d", "float64", "--check", *extra, env=env)
                 require("# Wrong elements: 0" in text,
                         f"{coll} {extra} on {nproc} ranks, DCOMM_SHM_CACHED={cached}: expected 0 wrong", text)
     # Measured again before every call (the engine, DCOMM_SHM_REPROBE_CALLS=1): whichever way wins each time, and a
@@ -113,9 +115,10 @@ def case_windows():
         require("# Wrong elements: 0" in text, f"{coll} {extra}, measured after every call: expected 0 wrong", text)
         require("window stores measured again" in text, f"{coll}: no measurement between the calls", text[-3000:])
     # auto, measured before every call: the choice may change from call to call, the results stay right.
-    _, text = launch(2, "all_reduce", "-b", "4K", "-e", "9M", "-f", "4", "-n", "3", "-w", "1", "-d", "float32",
-                     "--check", env=env)
-    require("# Wrong elements: 0" in text, "all_reduce auto, measured before every call: expected 0 wrong", text)
+    for coll in ("all_reduce", "all_gather"):
+        _, text = launch(2, coll, "-b", "4K", "-e", "9M", "-f", "4", "-n", "3", "-w", "1", "-d", "float32",
+                         "--check", env=env)
+        require("# Wrong elements: 0" in text, f"{coll} auto, measured before every call: expected 0 wrong", text)
 
 
 def case_stall():

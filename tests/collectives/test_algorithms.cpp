@@ -184,24 +184,34 @@ TEST_CASE("the cma rows without shared-memory slots: addresses and the last roun
   run_world(5, cma_rows);
 }
 
-TEST_CASE("all_reduce and reduce [shm_direct] match the reference with plain and non-temporal window stores",
+namespace {
+
+// The rows that move data through the shared-memory windows in rounds (collectives/shm_rounds.hpp).
+bool in_rounds(const Algorithm& algo) {
+  const std::string name = algo.name;
+  return (name == "shm_direct" && (algo.collective == Collective::kAllReduce || algo.collective == Collective::kReduce)) ||
+         (name == "shm_rounds" && algo.collective == Collective::kAllGather);
+}
+
+}  // namespace
+
+TEST_CASE("all_reduce, reduce [shm_direct] and all_gather [shm_rounds] match the reference with plain and "
+          "non-temporal window stores",
           "[collectives][algorithms]") {
   const char* cached = GENERATE("1", "0");
   test::ScopedEnv forced("DCOMM_SHM_CACHED", cached);
   INFO("DCOMM_SHM_CACHED=" << cached);
   auto shm_rounds_rows = [](const Algorithm& algo, int size) {
-    const bool rounds = std::string(algo.name) == "shm_direct" &&
-                        (algo.collective == Collective::kAllReduce || algo.collective == Collective::kReduce);
-    return rounds ? sweep_cases(algo, size) : CaseList{};
+    return in_rounds(algo) ? sweep_cases(algo, size) : CaseList{};
   };
   for (int size : {2, 3, 5}) run_world(size, shm_rounds_rows, "shm");
-  // Vectors over several rounds of either size (1 MiB, 4 MiB), odd counts, in place and not, a root that is not
-  // rank 0, doubles and int8 (a round holds a whole number of elements of either), on 3 ranks.
+  // Vectors over several rounds of either size (1 MiB, 4 MiB: all_gather's a rank's share of them, so a block of
+  // 300007 float32 takes 4 rounds of plain stores on 3 ranks, 1 of non-temporal ones, and 1100001 takes 13 and 4),
+  // odd counts, in place and not, a root that is not rank 0, doubles and int8 (a round holds a whole number of
+  // elements of either), on 3 ranks.
   auto large_rows = [](const Algorithm& algo, int size) {
-    const bool rounds = std::string(algo.name) == "shm_direct" &&
-                        (algo.collective == Collective::kAllReduce || algo.collective == Collective::kReduce);
     CaseList out;
-    if (!rounds) return out;
+    if (!in_rounds(algo)) return out;
     uint64_t salt = 31;
     for (std::size_t count : {std::size_t{300007}, std::size_t{1100001}}) {
       for (bool in_place : {false, true}) {
@@ -251,13 +261,17 @@ TEST_CASE("barrier holds every rank until all have arrived", "[collectives][algo
   }
 }
 
-TEST_CASE("shm_direct reuses its windows, grows them, and leaves nothing in /dev/shm", "[collectives][algorithms]") {
+TEST_CASE("the shared-memory rounds reuse their windows, grow them, and leave nothing in /dev/shm",
+          "[collectives][algorithms]") {
   // Both ways of filling the windows (collectives/window_probe.hpp): plain stores in rounds of 1 MiB, non-temporal
   // ones in rounds of 4 MiB. The group's probe chooses one on this machine; each is forced here in turn.
   const char* cached = GENERATE("1", "0");
   test::ScopedEnv forced("DCOMM_SHM_CACHED", cached);
-  INFO("DCOMM_SHM_CACHED=" << cached);
-  const Algorithm* algo = find_algorithm(Collective::kAllReduce, "shm_direct");
+  const char* row = GENERATE("all_reduce[shm_direct]", "all_gather[shm_rounds]");
+  INFO("DCOMM_SHM_CACHED=" << cached << ", " << row);
+  const Algorithm* algo = std::string(row).rfind("all_reduce", 0) == 0
+                              ? find_algorithm(Collective::kAllReduce, "shm_direct")
+                              : find_algorithm(Collective::kAllGather, "shm_rounds");
   REQUIRE(algo != nullptr);
   auto cases = [](const Algorithm&, int) {
     CaseList out;
