@@ -1,13 +1,14 @@
 // all_gather[shm_rounds]: one node, through every rank's shared-memory window in rounds
-// (collectives/shm_rounds.hpp, shm_rounds_gather): round k's part of each block into its rank's window, barrier,
+// (collectives/shm_rounds.hpp, shm_rounds_blocks): round k's part of each block into its rank's window, barrier,
 // every rank copies the others' parts out of their windows while it copies its next part in. Where the group's
 // probe found plain window stores faster (the cores share a cache: collectives/window_probe.hpp) the others read
 // those parts from the writer's cache, in rounds of 1 MiB (all the parts together), so a byte crosses at cache
 // speed twice where all_gather[cma]'s single copy reads it at memory speed. When a rank cannot create its window,
 // every rank logs why and runs ring instead, from then on.
-// Cost: the separate check, a barrier a round (α/4 through the slots, else ⌈log₂P⌉α), the reads of the others'
-// windows at β (with plain stores only up to kShmStreamingReadBytes, as all_reduce[shm_direct]'s), and the copies
-// in (n/P) and out ((P-1)/P·n) at cache speed, γ/2 a byte. Regular all_gather, host memory, one host.
+// Cost (cost_shm_rounds_blocks, all_to_all[shm_rounds]'s too): the separate check, a barrier a round (α/4, a slot
+// exchange), the reads of the others' windows at β (with plain stores only up to kShmStreamingReadBytes, as
+// all_reduce[shm_direct]'s), and the copies in (n/P) and out ((P-1)/P·n) at cache speed, γ/2 a byte. Regular
+// all_gather, host memory, one host.
 
 #include <algorithm>
 #include <cmath>
@@ -21,17 +22,25 @@ namespace dcomm::coll {
 namespace {
 
 void run_all_gather_shm_rounds(Context& c) {
-  if (!shm_rounds_gather(c)) run_instead(c, run_all_gather_ring);
+  if (!shm_rounds_blocks(c)) run_instead(c, run_all_gather_ring);
 }
 
-double cost_all_gather_shm_rounds(const CostParams& p, double n, int size) {
+}  // namespace
+
+double cost_shm_rounds_blocks(const CostParams& p, double n, int size, double copied_in, int written) {
   const bool cached = p.cached_windows && !p.shared_cores;
-  const double part = static_cast<double>(cached ? kShmCachedRoundBytes : kShmRoundBytes) / size;
-  const double rounds = std::max(1.0, std::ceil(n / size / part));
+  const double limit = static_cast<double>(cached ? kShmCachedRoundBytes : kShmRoundBytes);
+  const double rounds = std::max(1.0, std::ceil(n * written / limit));
   const double reads = fraction(size) * n;
   return call_check_cost(p, size) + rounds * p.alpha / 4 +
          (cached ? std::min(reads, static_cast<double>(kShmStreamingReadBytes)) : reads) * p.beta +
-         (n / size + reads) * p.gamma / 2;
+         (copied_in + reads) * p.gamma / 2;
+}
+
+namespace {
+
+double cost_all_gather_shm_rounds(const CostParams& p, double n, int size) {
+  return cost_shm_rounds_blocks(p, n, size, n / size, 1);
 }
 
 // This algorithm's row of the table (collectives/registry.hpp), registered before main().

@@ -92,7 +92,7 @@ def case_check3():
 
 
 def case_windows():
-    """all_reduce and reduce [shm_direct] and all_gather [shm_rounds] in real processes with each way of filling the
+    """all_reduce and reduce [shm_direct] and all_gather and all_to_all [shm_rounds] in real processes with each way of filling the
     windows forced (plain stores in 1 MiB rounds, non-temporal in 4 MiB rounds) and with the probe's own answer:
     sizes from 1 KB to past several rounds, in place and not, a root that is not rank 0, 2 and 3 ranks: 0 wrong."""
     for cached in ("1", "0", None):
@@ -100,7 +100,8 @@ def case_windows():
         for nproc in (2, 3):
             for coll, extra, algo in (("all_reduce", [], "shm_direct"), ("all_reduce", ["--inplace"], "shm_direct"),
                                       ("reduce", ["-r", str(nproc - 1)], "shm_direct"),
-                                      ("all_gather", [], "shm_rounds"), ("all_gather", ["--inplace"], "shm_rounds")):
+                                      ("all_gather", [], "shm_rounds"), ("all_gather", ["--inplace"], "shm_rounds"),
+                                      ("all_to_all", [], "shm_rounds"), ("all_to_all", ["--inplace"], "shm_rounds")):
                 _, text = launch(nproc, coll, "-b", "1000", "-e", "8M", "-f", "9", "-n", "2", "-w", "0", "--algo",
                                  algo, "-d", "float64", "--check", *extra, env=env)
                 require("# Wrong elements: 0" in text,
@@ -115,7 +116,7 @@ def case_windows():
         require("# Wrong elements: 0" in text, f"{coll} {extra}, measured after every call: expected 0 wrong", text)
         require("window stores measured again" in text, f"{coll}: no measurement between the calls", text[-3000:])
     # auto, measured before every call: the choice may change from call to call, the results stay right.
-    for coll in ("all_reduce", "all_gather"):
+    for coll in ("all_reduce", "all_gather", "all_to_all"):
         _, text = launch(2, coll, "-b", "4K", "-e", "9M", "-f", "4", "-n", "3", "-w", "1", "-d", "float32",
                          "--check", env=env)
         require("# Wrong elements: 0" in text, f"{coll} auto, measured before every call: expected 0 wrong", text)

@@ -190,13 +190,13 @@ namespace {
 bool in_rounds(const Algorithm& algo) {
   const std::string name = algo.name;
   return (name == "shm_direct" && (algo.collective == Collective::kAllReduce || algo.collective == Collective::kReduce)) ||
-         (name == "shm_rounds" && algo.collective == Collective::kAllGather);
+         (name == "shm_rounds" && (algo.collective == Collective::kAllGather || algo.collective == Collective::kAllToAll));
 }
 
 }  // namespace
 
-TEST_CASE("all_reduce, reduce [shm_direct] and all_gather [shm_rounds] match the reference with plain and "
-          "non-temporal window stores",
+TEST_CASE("all_reduce, reduce [shm_direct], all_gather and all_to_all [shm_rounds] match the reference with plain "
+          "and non-temporal window stores",
           "[collectives][algorithms]") {
   const char* cached = GENERATE("1", "0");
   test::ScopedEnv forced("DCOMM_SHM_CACHED", cached);
@@ -206,7 +206,8 @@ TEST_CASE("all_reduce, reduce [shm_direct] and all_gather [shm_rounds] match the
   };
   for (int size : {2, 3, 5}) run_world(size, shm_rounds_rows, "shm");
   // Vectors over several rounds of either size (1 MiB, 4 MiB: all_gather's a rank's share of them, so a block of
-  // 300007 float32 takes 4 rounds of plain stores on 3 ranks, 1 of non-temporal ones, and 1100001 takes 13 and 4),
+  // 300007 float32 takes 4 rounds of plain stores on 3 ranks, 1 of non-temporal ones, and 1100001 takes 13 and 4;
+  // all_to_all's parts are half as large again on 3 ranks),
   // odd counts, in place and not, a root that is not rank 0, doubles and int8 (a round holds a whole number of
   // elements of either), on 3 ranks.
   auto large_rows = [](const Algorithm& algo, int size) {
@@ -267,11 +268,12 @@ TEST_CASE("the shared-memory rounds reuse their windows, grow them, and leave no
   // ones in rounds of 4 MiB. The group's probe chooses one on this machine; each is forced here in turn.
   const char* cached = GENERATE("1", "0");
   test::ScopedEnv forced("DCOMM_SHM_CACHED", cached);
-  const char* row = GENERATE("all_reduce[shm_direct]", "all_gather[shm_rounds]");
+  const char* row = GENERATE("all_reduce[shm_direct]", "all_gather[shm_rounds]", "all_to_all[shm_rounds]");
   INFO("DCOMM_SHM_CACHED=" << cached << ", " << row);
-  const Algorithm* algo = std::string(row).rfind("all_reduce", 0) == 0
-                              ? find_algorithm(Collective::kAllReduce, "shm_direct")
-                              : find_algorithm(Collective::kAllGather, "shm_rounds");
+  const std::string name = row;
+  const Algorithm* algo = name == "all_reduce[shm_direct]"   ? find_algorithm(Collective::kAllReduce, "shm_direct")
+                          : name == "all_gather[shm_rounds]" ? find_algorithm(Collective::kAllGather, "shm_rounds")
+                                                             : find_algorithm(Collective::kAllToAll, "shm_rounds");
   REQUIRE(algo != nullptr);
   auto cases = [](const Algorithm&, int) {
     CaseList out;

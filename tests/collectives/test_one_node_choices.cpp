@@ -108,8 +108,8 @@ TEST_CASE(
         "pairwise");
 }
 
-TEST_CASE("one node, plain-store windows: all_reduce takes shm_direct and all_gather shm_rounds from 1 MiB, reduce "
-          "keeps the pipe",
+TEST_CASE("one node, plain-store windows: all_reduce takes shm_direct, all_gather and all_to_all shm_rounds from 1 MiB, "
+          "reduce keeps the pipe",
           "[collectives][engine]") {
   // Where the group's probe found plain stores into the windows faster (collectives/window_probe.hpp), measured on
   // 2 ranks (session 7, docs/algorithms.md): all_reduce[shm_direct] 0.5-0.65x cma's time from 1 MiB to 64 MiB,
@@ -134,6 +134,12 @@ TEST_CASE("one node, plain-store windows: all_reduce takes shm_direct and all_ga
     }
     // all_gather: shm_rounds measured 0.55-0.8x cma's time from 1 to 64 MiB, 1.4x at 64-256 KiB (session 8,
     // docs/algorithms.md); with non-temporal stores (the test above) it was 1.1-1.5x cma's, and is not taken.
+    // all_to_all likewise: shm_rounds 0.7-0.9x cma's (or shm_direct's, from 16 MiB) time from 1 to 64 MiB.
+    for (std::size_t bytes : {std::size_t{1} << 20, std::size_t{4} << 20, std::size_t{16} << 20, std::size_t{64} << 20}) {
+      if (!shared) expect(sample_args(Collective::kAllToAll, bytes, 2), p, "shm_rounds", fmt::format("all_to_all of {} B", bytes));
+      const std::string got = cheapest(sample_args(Collective::kAllToAll, bytes, 2), node, sharing)->name;
+      if (got == "shm_rounds") rec.failures.push_back(fmt::format("all_to_all of {} B, cores shared: shm_rounds", bytes));
+    }
     for (std::size_t bytes : {std::size_t{1} << 20, std::size_t{4} << 20, std::size_t{16} << 20, std::size_t{64} << 20}) {
       if (!shared) expect(sample_args(Collective::kAllGather, bytes, 2), p, "shm_rounds", fmt::format("all_gather of {} B", bytes));
       const std::string got = cheapest(sample_args(Collective::kAllGather, bytes, 2), node, sharing)->name;
@@ -141,6 +147,7 @@ TEST_CASE("one node, plain-store windows: all_reduce takes shm_direct and all_ga
     }
     for (std::size_t bytes : {std::size_t{64} << 10, std::size_t{256} << 10}) {
       if (!shared) expect(sample_args(Collective::kAllGather, bytes, 2), p, "cma", fmt::format("all_gather of {} B", bytes));
+      if (!shared) expect(sample_args(Collective::kAllToAll, bytes, 2), p, "cma", fmt::format("all_to_all of {} B", bytes));
     }
     // reduce: the pipe (its price does not see that its pieces come from memory: docs/algorithms.md).
     for (std::size_t bytes : {std::size_t{16} << 10, std::size_t{256} << 10, std::size_t{4} << 20}) {
