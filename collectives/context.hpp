@@ -50,6 +50,12 @@ class AlgorithmState {
   virtual ~AlgorithmState() = default;
 };
 
+/// What a call found of its shared-memory windows (note_window_round, collectives/window_probe.hpp).
+struct WindowsWatch {
+  bool judged = false;  ///< the call moved data through windows filled with plain stores, and timed it
+  bool slow = false;    ///< slower than non-temporal stores would have been, by the group's last measurement
+};
+
 class Context {
  public:
   /// `what` must outlive the context (the engine keeps one per algorithm, so a call builds no string).
@@ -76,6 +82,9 @@ class Context {
   /// For an algorithm that carries out the call check itself (Algorithm::fuses_check): this rank's call, to check
   /// with check_calls_match() before any other message. Null when the engine checked already or checks are off.
   const CallDescriptor* call = nullptr;
+  /// Set by the engine where it can measure the windows again (window_probe.hpp): a row that moved data through
+  /// windows filled with plain stores judges them (note_window_round). Null: nobody listens.
+  WindowsWatch* windows = nullptr;
 
   /// The same call on a part of the group (a node, the leaders, a rail: collectives/topology.hpp), so that the
   /// building blocks run on it unchanged; its steps are numbered from `step_base` (on top of this context's), so

@@ -53,7 +53,7 @@ class EngineImpl final : public Engine {
 
   void run(const Args& args, const std::string& algorithm, const Deadline& deadline, uint64_t seq,
            std::string_view found) override {
-    if (probe_due_) probe_again(args, deadline, seq);
+    if (probe_due_) probe_again(deadline, fmt::format("measuring again before {} call #{} of this group", to_string(args.coll), seq));
     // A call of the last valid call's shape (repeat_) takes what the engine derived from the shape alone; any other
     // call is validated and chosen for in full. Either way its descriptor goes through the call check below, so a
     // rank whose call differs from the others' is caught alike (the cache is this rank's, never the group's).
@@ -68,6 +68,7 @@ class EngineImpl final : public Engine {
     PerAlgorithm& mine = *repeat_.mine;
     Context ctx(args, view_, deadline, seq, mine.what, chunk_bytes_);
     ctx.state = &mine.state;
+    if (reprobe_calls_ > 0) ctx.windows = &watch_;
     // Memory is taken before the check, so that a rank that cannot have it tells every rank in the check instead
     // of failing alone in the middle of the algorithm: the work buffer of a reducing call, and for a large host
     // call a probe of its largest buffer's size (about what its algorithm's scratch takes; a count far beyond the
@@ -87,7 +88,18 @@ class EngineImpl final : public Engine {
     const bool check = check_calls_ && view_.size > 1;
     const CallDescriptor& call = repeat_.call;
     if (check && (!repeat_.fused || moves_nothing(args))) {
+      // Through the slots the check carries this rank's note that its windows were slow (note_window_round), and
+      // every rank reads every rank's: all measure again here, before moving any data, or none does.
+      const bool notes = view_.slots != nullptr && reprobe_calls_ > 0;
+      if (notes) view_.slots->set_note(slow_calls_ >= 2 && bytes_since_probe_ >= kSlowNoteBytes ? 1 : 0);
       check_calls_match(ctx, &call);
+      if (notes) {
+        view_.slots->set_note(0);
+        if (view_.slots->notes() != 0) {
+          probe_again(deadline, fmt::format("measuring again in {} call #{} of this group: a rank's windows were "
+                                            "slower than the last measurement predicted", to_string(args.coll), seq));
+        }
+      }
     } else if (check) {
       ctx.call = &call;  // the algorithm's first exchange carries the check
     }
@@ -106,6 +118,8 @@ class EngineImpl final : public Engine {
                         ENOMEM);
     }
     if (reprobe_calls_ > 0) count_for_probe(args);
+    if (watch_.judged) slow_calls_ = watch_.slow ? slow_calls_ + 1 : 0;
+    watch_ = {};
   }
 
   void set_algorithm(Collective c, const std::string& name) override { selector_.set_override(c, name); }
@@ -220,24 +234,30 @@ class EngineImpl final : public Engine {
     ++calls_since_probe_;
     bytes_since_probe_ += n;
     if (bytes_since_probe_ < kReprobeBytes && calls_since_probe_ < reprobe_calls_) return;
-    bytes_since_probe_ = 0;
-    calls_since_probe_ = 0;
     probe_due_ = true;
   }
 
   // Before the call after the one that made the probe due (so that a rank that died in between fails the call that
-  // could not complete, not the one that did).
-  void probe_again(const Args& args, const Deadline& deadline, uint64_t seq) {
+  // could not complete, not the one that did), or right after a call check that carried a rank's note that its
+  // windows were slow: every rank at the same point of the same call. `during` names it for errors and the log.
+  void probe_again(const Deadline& deadline, const std::string& during) {
     probe_due_ = false;
+    slow_calls_ = 0;
+    bytes_since_probe_ = 0;
+    calls_since_probe_ = 0;
     std::string note;
-    const WindowProbe probe = probe_cached_windows(
-        view_, true, &note, deadline, fmt::format("measuring again before {} call #{} of this group", to_string(args.coll), seq));
-    DCOMM_DEBUG("collectives engine rank {}/{}: window stores measured again: {}", view_.rank, view_.size, note);
-    if (probe.cached == view_.hierarchy->topo.cached_windows) return;
-    DCOMM_INFO("collectives engine rank {}/{}: shared-memory windows now filled with {} ({})", view_.rank, view_.size,
-               probe.cached ? "plain stores" : "non-temporal stores", note);
+    const WindowProbe probe = probe_cached_windows(view_, true, &note, deadline, during);
+    DCOMM_DEBUG("collectives engine rank {}/{}: window stores measured again ({}): {}", view_.rank, view_.size, during,
+                note);
+    const Topology& topo = view_.hierarchy->topo;
+    if (probe.cached == topo.cached_windows && probe.streamed_seconds == topo.window_streamed_seconds) return;
+    if (probe.cached != topo.cached_windows) {
+      DCOMM_INFO("collectives engine rank {}/{}: shared-memory windows now filled with {} ({})", view_.rank,
+                 view_.size, probe.cached ? "plain stores" : "non-temporal stores", note);
+    }
     auto changed = std::make_shared<Hierarchy>(*view_.hierarchy);
     changed->topo.cached_windows = probe.cached;
+    changed->topo.window_streamed_seconds = probe.streamed_seconds;
     {
       std::lock_guard<std::mutex> lock(view_mutex_);
       view_.hierarchy = std::move(changed);
@@ -270,6 +290,8 @@ class EngineImpl final : public Engine {
   uint64_t reprobe_calls_ = 0;     ///< 0: the window stores are not measured again (forced, or cores shared)
   uint64_t calls_since_probe_ = 0;
   bool probe_due_ = false;  ///< measure again before the next call
+  WindowsWatch watch_;     ///< what this call found of its windows (Context::windows)
+  int slow_calls_ = 0;     ///< this rank's calls in a row whose windows were slow: told the group at a check
   double bytes_since_probe_ = 0;
   std::size_t chunk_bytes_;
   bool check_calls_;
@@ -319,8 +341,10 @@ std::unique_ptr<Engine> Engine::create(const GroupView& group, const EngineOptio
     const bool measure = !view.hierarchy->topo.shares_cores;
     const WindowProbe probe = probe_cached_windows(view, measure, &windows, Deadline::after(std::chrono::seconds(60)));
     measured->topo.cached_windows = probe.cached;
+    measured->topo.window_streamed_seconds = probe.streamed_seconds;
     reprobe = measure && !probe.forced;
     view.hierarchy = std::move(measured);
+    DCOMM_DEBUG("collectives engine rank {}/{}: shared-memory windows: {}", view.rank, view.size, windows);
   }
   bool check = opts.check_calls && env::get_bool("DCOMM_CHECK_CALLS", true);
   auto forced = parse_algorithm_spec(env::get("DCOMM_ALGO").value_or(""));

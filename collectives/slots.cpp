@@ -42,7 +42,8 @@ struct SlotHead {
   std::atomic<uint64_t> flag;  ///< the number of the exchange the slot holds, stored last
   uint32_t bytes;              ///< the data's size, or the invalid reason's
   SlotState state;
-  uint8_t unused[3];
+  uint8_t note;  ///< SlotChannel::set_note(): outside the call, not compared
+  uint8_t unused[2];
   SlotCall call;
 };
 constexpr std::size_t kDataOffset = sizeof(SlotHead);
@@ -189,6 +190,7 @@ void SlotChannel::publish(uint64_t n, uint8_t state, const CallDescriptor* mine,
   char* own = slot(rank_, n);
   auto* h = reinterpret_cast<SlotHead*>(own);
   h->state = static_cast<SlotState>(state);
+  h->note = note_;
   h->call = mine != nullptr ? compact(*mine, algorithm_number(*mine, &cached_call_, &cached_algorithm_)) : SlotCall{};
   h->bytes = static_cast<uint32_t>(bytes);
   if (bytes != 0) std::memcpy(own + kDataOffset, data, bytes);
@@ -316,6 +318,7 @@ void SlotChannel::exchange(const Context& c, const CallDescriptor* mine, std::st
                 fmt::format("{}: {} do not fit a shared-memory slot ({} at most)", c.what, format_bytes(bytes),
                             format_bytes(kSlotBytes)));
   }
+  notes_ = 0;
   if (!invalid.empty()) reads = kReadAll;  // it throws the check's error, as every rank that reads it does
   if (reads >= 0 && size_ == 2) reads = kReadAll;  // the one other rank: seen in full
   const uint64_t n = exchanges_ + 1;
@@ -347,6 +350,8 @@ void SlotChannel::exchange(const Context& c, const CallDescriptor* mine, std::st
     wait_all(c, n, c.seq);
     verified_ = n;  // every call seen (the settle above checked every earlier one)
     if (mine != nullptr && !all_agree(n)) verdict(c, n, /*late_notices=*/true);
+    notes_ = 0;
+    for (int q = 0; q < size_; ++q) notes_ |= head(slot(q, n)).note;
     return;
   }
   if (reads >= 0) {

@@ -104,6 +104,12 @@ class SlotChannel {
   /// different size (only when checks are off and the calls differ) throws InvalidUsageError naming q.
   const char* data(const Context& c, int q, std::size_t expected) const;
 
+  /// A byte this rank publishes with its exchanges from now on, outside its call (the check does not compare it):
+  /// the engine's notes to the group (engine.cpp: the windows were slow). notes(): after an exchange that read
+  /// every slot, the OR of every rank's byte in it, the same on every rank; 0 after any other exchange.
+  void set_note(uint8_t note) { note_ = note; }
+  uint8_t notes() const { return notes_; }
+
  private:
   SlotChannel(std::unique_ptr<ShmWindows> windows, int rank, int size);
   char* slot(int q, uint64_t exchange) const {
@@ -144,6 +150,8 @@ class SlotChannel {
   std::vector<uint64_t> seen_;  ///< per rank, the highest exchange it was seen to have published
   uint64_t room_ = kCallsAhead;  ///< exchanges through this one need no wait_for_room (min of seen_ + kCallsAhead)
   Past past_[kSlotDepth];             ///< by exchange % kSlotDepth, for the pending ones
+  uint8_t note_ = 0;
+  uint8_t notes_ = 0;
   CallDescriptor cached_call_{};  ///< the last call whose algorithm was looked up, and its row + 1
   uint32_t cached_algorithm_ = 0;
 };

@@ -97,9 +97,20 @@ WindowProbe probe_cached_windows(const GroupView& view, bool measure, std::strin
                             : std::string("not measured where ranks share cores");
     *note += cached ? ": plain stores" : ": non-temporal stores";
   }
-  return WindowProbe{cached, all.forced >= 0};
+  return WindowProbe{cached, all.forced >= 0, measured ? all.streamed : 0.0};
 }
 
 bool cached_windows(const Context& c) { return c.view.hierarchy && c.view.hierarchy->topo.cached_windows; }
+
+void note_window_round(const Context& c, std::size_t copied, double seconds) {
+  if (c.windows == nullptr || !c.view.hierarchy) return;
+  const double streamed = c.view.hierarchy->topo.window_streamed_seconds;
+  if (streamed <= 0) return;
+  static const double factor = env::get_double("DCOMM_SHM_SLOW_FACTOR", kSlowFactor);
+  // The pattern moves 2 MiB a rank (1 MiB in, 1 MiB out).
+  const double predicted = streamed * static_cast<double>(copied) / double(std::size_t{2} << 20);
+  c.windows->judged = true;
+  c.windows->slow = c.windows->slow || seconds > factor * predicted;
+}
 
 }  // namespace dcomm::coll

@@ -32,6 +32,7 @@ namespace dcomm::coll {
 struct WindowProbe {
   bool cached = false;  ///< plain stores
   bool forced = false;  ///< DCOMM_SHM_CACHED decided (on some rank): measuring again would change nothing
+  double streamed_seconds = 0;  ///< the pattern's time with non-temporal stores (0: not measured)
 };
 WindowProbe probe_cached_windows(const GroupView& view, bool measure, std::string* note, const Deadline& deadline,
                                  std::string_view during = "group creation");
@@ -46,5 +47,18 @@ inline constexpr uint64_t kReprobeCalls = 1 << 16;
 /// What the group's probe found (Topology::cached_windows); false on a view without a topology (a node's view
 /// inside a hierarchical algorithm).
 bool cached_windows(const Context& c);
+
+/// Between measurements the cores can move (the VM of session 8 flipped within seconds, and a stale answer of
+/// plain stores made all_to_all[shm_rounds] 5x slower than OpenMPI until the next measurement): the rows that fill
+/// windows with plain stores time their copies, and judge a call's (`copied` bytes into and out of windows and
+/// places by this rank, in `seconds`) slow past DCOMM_SHM_SLOW_FACTOR (kSlowFactor) times what the probe's
+/// non-temporal pattern predicts for as many bytes (Context::windows). Measured on 2 ranks (session 8): calls in the
+/// placement that favours plain stores 0.25-1.5x the prediction (single rounds up to 4x: judged by call), in the
+/// other 3.0-3.4x. Nothing where nobody listens, or not measured. The engine tells the group at its next call check
+/// through the slots after two slow calls in a row and kSlowNoteBytes of large calls since the last measurement,
+/// and every rank measures again right after that check.
+inline constexpr double kSlowFactor = 2.5;
+inline constexpr double kSlowNoteBytes = double(std::size_t{32} << 20);
+void note_window_round(const Context& c, std::size_t copied, double seconds);
 
 }  // namespace dcomm::coll

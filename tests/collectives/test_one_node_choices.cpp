@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "collectives/cost_model.hpp"
+#include "collectives/slots.hpp"
 #include "collectives/topology.hpp"
+#include "collectives/window_probe.hpp"
 #include "tests/collectives/harness.hpp"
 
 using namespace dcomm;
@@ -187,5 +189,72 @@ TEST_CASE("the window probe: one answer on every rank, DCOMM_SHM_CACHED forces i
       CHECK(test::summarize(recs) == std::vector<std::string>{});
       for (const std::string& n : notes) CHECK(n == notes[0]);
     }
+  }
+}
+
+TEST_CASE("a call's plain window stores slower than the probe's non-temporal pattern mark the windows slow",
+          "[collectives][engine]") {
+  // note_window_round (collectives/window_probe.hpp): the probe's pattern moves 2 MiB a rank; a call that copied
+  // `copied` bytes is slow past DCOMM_SHM_SLOW_FACTOR (2.5) times the pattern's non-temporal time for those bytes.
+  auto hierarchy = std::make_shared<Hierarchy>();
+  hierarchy->topo.window_streamed_seconds = 100e-6;
+  GroupView view;
+  view.size = 2;
+  view.hierarchy = hierarchy;
+  Args args;
+  args.coll = Collective::kAllGather;
+  const Deadline deadline = test::soon();
+  Context c(args, view, deadline, 1, "all_gather[shm_rounds] rank 0/2", 0);
+  note_window_round(c, std::size_t{2} << 20, 1e-3);  // nobody listens: nothing to set, no crash
+  WindowsWatch watch;
+  c.windows = &watch;
+  note_window_round(c, std::size_t{2} << 20, 240e-6);
+  CHECK((watch.judged && !watch.slow));
+  note_window_round(c, std::size_t{1} << 20, 120e-6);
+  CHECK_FALSE(watch.slow);
+  note_window_round(c, std::size_t{1} << 20, 130e-6);  // 2.6x the 50 us predicted for 1 MiB
+  CHECK(watch.slow);
+  watch = {};
+  hierarchy->topo.window_streamed_seconds = 0;  // not measured: never judged
+  note_window_round(c, std::size_t{1} << 20, 1.0);
+  CHECK_FALSE((watch.judged || watch.slow));
+}
+
+TEST_CASE("a rank's note reaches every rank in an exchange that reads every slot, and no other",
+          "[collectives][slots]") {
+  // The engine's note that a rank's windows were slow (SlotChannel::set_note) rides on its next call check: every
+  // rank must see the same OR of the notes, or some would measure again and others not.
+  for (int size : {2, 3, 5}) {
+    auto recs = test::run_group(
+        size,
+        [&](const GroupView& view, test::RankRecord& rec) {
+          Args none;
+          none.coll = Collective::kBarrier;
+          const Deadline deadline = test::soon();
+          Context c(none, view, deadline, 0xFFFFF, "slots test", 0);
+          auto slots = SlotChannel::create(c, 64);
+          if (!slots) {
+            rec.failures.push_back("no slots on one host");
+            return;
+          }
+          const int noter = size - 1;
+          uint64_t seq = 1;
+          auto exchange = [&](uint8_t note, int reads) {
+            slots->set_note(note);
+            Context call(none, view, deadline, seq++, "slots test", 0);
+            slots->exchange(call, nullptr, {}, nullptr, 0, reads);
+            slots->set_note(0);
+            return slots->notes();
+          };
+          if (exchange(view.rank == noter ? 1 : 0, SlotChannel::kReadAll) != 1)
+            rec.failures.push_back(fmt::format("rank {}: rank {}'s note not seen", view.rank, noter));
+          if (exchange(0, SlotChannel::kReadAll) != 0) rec.failures.push_back(fmt::format("rank {}: a stale note", view.rank));
+          // A rooted exchange (rank 0 only sends, the others read rank 0): no rank has read every slot.
+          const uint8_t rooted = exchange(1, view.rank == 0 ? SlotChannel::kReadNone : 0);
+          if (size > 2 && rooted != 0) rec.failures.push_back(fmt::format("rank {}: notes after a rooted exchange", view.rank));
+          exchange(0, SlotChannel::kReadAll);  // the pending check of the rooted one
+        },
+        "shm");
+    CHECK(test::summarize(recs) == std::vector<std::string>{});
   }
 }
