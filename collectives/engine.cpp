@@ -249,9 +249,9 @@ class EngineImpl final : public Engine {
     const WindowProbe probe = probe_cached_windows(view_, true, &note, deadline, during);
     DCOMM_DEBUG("collectives engine rank {}/{}: window stores measured again ({}): {}", view_.rank, view_.size, during,
                 note);
-    const Topology& topo = view_.hierarchy->topo;
-    if (probe.cached == topo.cached_windows && probe.streamed_seconds == topo.window_streamed_seconds) return;
-    if (probe.cached != topo.cached_windows) {
+    // The new yardstick for the watch (note_window_round) in any case; the choices only when the answer changed.
+    const bool changed_answer = probe.cached != view_.hierarchy->topo.cached_windows;
+    if (changed_answer) {
       DCOMM_INFO("collectives engine rank {}/{}: shared-memory windows now filled with {} ({})", view_.rank,
                  view_.size, probe.cached ? "plain stores" : "non-temporal stores", note);
     }
@@ -262,7 +262,7 @@ class EngineImpl final : public Engine {
       std::lock_guard<std::mutex> lock(view_mutex_);
       view_.hierarchy = std::move(changed);
     }
-    selector_.invalidate();
+    if (changed_answer) selector_.invalidate();
   }
 
   // The largest buffer of a call, for error messages.
