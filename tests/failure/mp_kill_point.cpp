@@ -4,7 +4,8 @@
 //   env: KILL_RANK (the victim), KILL_AFTER_S (seconds after main() entry, or with KILL_FROM=loop after init()
 //        returned), KILL_SIGNAL (KILL, STOP, or SLEEP:
 //        the victim's main thread sleeps LOOP_S seconds between two calls: alive, but in user code),
-//        LOOP_S (how long the survivors' loop may run; they stop early only by failing)
+//        LOOP_S (how long the survivors' loop may run; they stop early only by failing), KILL_MOVE=1 (the loop
+//        alternates all_gather and all_to_all, moving blocks, instead of all_reduce)
 //   prints: "PID rank R pid P run ID", "VICTIM rank R signal S at T", "SURVIVOR rank R at T call_s C: [Code] message"
 //   (T: seconds since the epoch; C: how long the failing call had run), "DONE rank R" when the loop ran out.
 
@@ -69,16 +70,31 @@ int main() {
   try {
     auto pg = dcomm::init();
     if (from_loop) arm_victim();  // however long startup took, the signal lands in the loop
-    std::vector<float> small(257), large(300001);
+    const bool move = env_double("KILL_MOVE", 0) != 0;
+    const std::size_t p = static_cast<std::size_t>(pg->size());
+    std::vector<float> small(257 * p), large(300001 * p), out(300001 * p * p);
     const double t0 = now_s();
     for (long i = 0; now_s() - t0 < loop_s; ++i) {
       std::vector<float>& x = i % 3 == 2 ? large : small;
       for (std::size_t k = 0; k < x.size(); ++k) x[k] = static_cast<float>((pg->rank() + 1) * 3 + (k % 11));
       call_start = now_s();
-      pg->all_reduce(dcomm::Buffer(x), dcomm::ReduceOp::kSum);
-      const float want = static_cast<float>(pg->size() * (pg->size() + 1) / 2 * 3 + pg->size() * 5);
-      if (x[5] != want) {
-        std::printf("WRONG rank %d call %ld: %g, not %g\n", pg->rank(), i, x[5], want);
+      float got = 0, want = 0;
+      if (!move) {
+        pg->all_reduce(dcomm::Buffer(x), dcomm::ReduceOp::kSum);
+        got = x[5];
+        want = static_cast<float>(pg->size() * (pg->size() + 1) / 2 * 3 + pg->size() * 5);
+      } else if (i % 2 == 0) {  // all_gather: element 5 of the last rank's block
+        pg->all_gather(dcomm::Buffer(x), dcomm::Buffer(out.data(), x.size() * p));
+        got = out[(p - 1) * x.size() + 5];
+        want = static_cast<float>(static_cast<int>(p) * 3 + 5);
+      } else {  // all_to_all: element 5 of the block from the last rank, its block for this rank
+        pg->all_to_all(dcomm::Buffer(x), dcomm::Buffer(out.data(), x.size()));
+        const std::size_t b = x.size() / p;
+        got = out[(p - 1) * b + 5];
+        want = static_cast<float>(static_cast<int>(p) * 3 + static_cast<int>((static_cast<std::size_t>(pg->rank()) * b + 5) % 11));
+      }
+      if (got != want) {
+        std::printf("WRONG rank %d call %ld: %g, not %g\n", pg->rank(), i, got, want);
         return 4;
       }
       if (i % 40 == 39) std::this_thread::sleep_for(std::chrono::milliseconds(30));  // between calls
