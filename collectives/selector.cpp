@@ -129,8 +129,11 @@ const Algorithm& Selector::choose(const Args& args, const GroupView& view, const
   // Formatted only when needed: choose() runs on every call, and a string per call shows in small-message latency.
   auto where = [&] { return fmt::format("{} rank {}/{}", to_string(args.coll), view.rank, view.size); };
   if (!requested.empty()) {
+    // A pointer, not a reference bound through the conditional: gcc 13 takes the reference for one to the
+    // temporary string (-Wdangling-reference).
     const Algorithm* found = find_algorithm(args.coll, requested);
-    const Algorithm& a = found != nullptr ? *found : algorithm_or_throw(args.coll, requested, where());
+    if (found == nullptr) found = &algorithm_or_throw(args.coll, requested, where());
+    const Algorithm& a = *found;
     if (!a.supports(args, view)) {
       throw InvalidUsageError(fmt::format(
           "{}: algorithm '{}' does not handle this call ({}); leave the algorithm empty to let dcomm choose", where(),
@@ -158,7 +161,8 @@ const Algorithm& Selector::choose_unnamed(const Args& args, const GroupView& vie
   std::string name = forced(args.coll, &origin);
   if (!name.empty()) {
     const Algorithm* found = find_algorithm(args.coll, name);
-    const Algorithm& a = found != nullptr ? *found : algorithm_or_throw(args.coll, name, where());
+    if (found == nullptr) found = &algorithm_or_throw(args.coll, name, where());
+    const Algorithm& a = *found;
     if (a.supports(args, view)) return a;
     // A group-wide preference that cannot run this particular call (a v-variant) falls back to the model.
     DCOMM_DEBUG("{}: {} algorithm '{}' does not handle this call; using the cost model", where(), origin, name);

@@ -142,12 +142,12 @@ void MeshImpl::deliver(const RequestPtr& rp, Transport& from, const Incoming& ms
         msg.source, r.tag, format_bytes(msg.bytes), format_bytes(r.capacity)))));
     return;
   }
-  if (!from.supports_device(r.device)) {
+  if (!from.receives_into(r.device)) {
     // A host-only transport would write device memory with memcpy: refuse, as for a message that does not fit.
     from.discard(msg);
     r.op->fail(std::make_exception_ptr(InvalidUsageError(fmt::format(
-        "recv from rank {} tag {}: the {} message came over {} from host memory, but the receive buffer is on {}; "
-        "send from a device buffer too, or receive into host memory",
+        "recv from rank {} tag {}: the {} message came over {}, which cannot write into the receive buffer on {}; "
+        "send from a buffer on the same kind of device, or receive into host memory",
         msg.source, r.tag, format_bytes(msg.bytes), from.name(), to_string(r.device)))));
     return;
   }

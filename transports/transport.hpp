@@ -104,6 +104,10 @@ class Transport {
   virtual void connect(Store& store, const std::vector<PeerInfo>& peers, const Deadline& deadline) = 0;
   /// Whether this transport can move memory on `device` (host-only transports return d.is_host()).
   virtual bool supports_device(const Device& d) const { return d.is_host(); }
+  /// Whether a message that arrived over this transport can be received into memory on `d`. The sender's side
+  /// chose the transport by its own buffer, so this can be wider than supports_device: cuda_ipc sends device
+  /// buffers only, but copies them into host memory as well.
+  virtual bool receives_into(const Device& d) const { return supports_device(d); }
   /// Starts sending; `op` completes when `data` may be reused (or fails naming the peer).
   virtual void isend(int peer, uint64_t tag, const void* data, std::size_t bytes, const Device& device, OpPtr op) = 0;
   /// Advances everything in flight and announces newly arrived headers to `sink`. Returns whether anything

@@ -217,15 +217,21 @@ int killed(Rank& r) {
   const int dead = r.pg.size() - 1;
   CollectiveOptions opts;
   opts.async_op = true;
+  // A 64 MiB all_reduce takes ~0.1 ms on an H100 (a single call finished before a kill 20 ms in, seen on the first
+  // GPU run): every rank calls it in a loop, and the last one dies 50 us into its fourth call. The survivors' loop
+  // then cannot finish: each must fail in the call the dead rank never completed, or the next.
+  constexpr int kCalls = 10000;
   try {
-    auto work = r.pg.all_reduce(b, ReduceOp::kSum, opts);
-    if (r.pg.rank() == dead) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // let the transfer start, then die in it
-      std::fflush(stdout);
-      ::raise(SIGKILL);
+    for (int i = 0; i < kCalls; ++i) {
+      auto work = r.pg.all_reduce(b, ReduceOp::kSum, opts);
+      if (r.pg.rank() == dead && i == 3) {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));  // let the transfer start, then die in it
+        std::fflush(stdout);
+        ::raise(SIGKILL);
+      }
+      work->wait();
     }
-    work->wait();
-    std::printf("rank %d: the all_reduce finished although rank %d was killed\n", r.pg.rank(), dead);
+    std::printf("rank %d: %d all_reduce calls finished although rank %d was killed\n", r.pg.rank(), kCalls, dead);
     return 1;
   } catch (const Error& e) {
     std::printf("SURVIVOR rank %d: [%s] %s\n", r.pg.rank(), to_string(e.code()), e.what());

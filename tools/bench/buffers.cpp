@@ -43,6 +43,23 @@ DeviceMemory::DeviceMemory(std::size_t bytes, Device device) : bytes_(bytes), de
 #endif
 }
 
+Device local_cuda_device(int local_rank) {
+#if DCOMM_HAVE_CUDA
+  int count = 0;
+  const cudaError_t rc = cudaGetDeviceCount(&count);
+  if (rc != cudaSuccess || count <= 0) {
+    throw Error(ErrorCode::kCudaError, std::string("--device cuda: no CUDA device is visible to local rank ") +
+                                           std::to_string(local_rank) + " (cudaGetDeviceCount: " +
+                                           (rc == cudaSuccess ? "0 devices" : cudaGetErrorName(rc)) +
+                                           "); check CUDA_VISIBLE_DEVICES and the driver");
+  }
+  return Device::cuda(local_rank % count);
+#else
+  (void)local_rank;
+  no_cuda();
+#endif
+}
+
 DeviceMemory::~DeviceMemory() {
   if (device_.is_host()) {
     std::free(data_);

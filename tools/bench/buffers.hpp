@@ -28,6 +28,10 @@ class DeviceMemory {
   Device device_;
 };
 
+/// The CUDA device a rank with this local rank runs on: local_rank modulo the devices it sees (ranks share a GPU
+/// when a node has fewer GPUs than ranks, as torchrun and NCCL's tests allow). Throws where none is visible.
+Device local_cuda_device(int local_rank);
+
 /// Waits for the device's queued work (a no-op for host memory), so that a timed call includes it.
 void device_sync(const Device& device);
 

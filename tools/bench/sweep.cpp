@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <ostream>
 
+#include "tools/bench/buffers.hpp"
 #include "tools/bench/progress.hpp"
 #include "tools/bench/report.hpp"
 #include "tools/bench/watchdog.hpp"
@@ -45,7 +46,7 @@ Case Sweep::make_case(const Group& g, const Layout& l, const std::string& algo) 
   c.iters = opts_.iters;
   c.warmup = opts_.warmup;
   c.timeout = std::chrono::duration_cast<Duration>(std::chrono::duration<double>(opts_.timeout_s));
-  c.device = opts_.device == Device::Kind::kCuda ? Device::cuda(pg_->identity().local_rank) : Device::host();
+  c.device = opts_.device == Device::Kind::kCuda ? local_cuda_device(pg_->identity().local_rank) : Device::host();
   c.rank = pg_->rank();
   c.world = pg_->size();
   return c;

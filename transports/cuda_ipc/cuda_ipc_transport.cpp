@@ -99,6 +99,7 @@ class CudaIpcTransport final : public Transport {
   }
 
   bool supports_device(const Device& d) const override { return !d.is_host(); }
+  bool receives_into(const Device&) const override { return true; }  // cudaMemcpy reaches host memory too
 
   void isend(int peer, uint64_t tag, const void* data, std::size_t bytes, const Device& device, OpPtr op) override {
     Peer& p = connected_peer(peer, "isend");
