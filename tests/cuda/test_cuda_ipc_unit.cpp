@@ -79,6 +79,10 @@ TEST_CASE("cuda_ipc refuses peers and buffers it cannot serve", "[cuda][ipc]") {
   CHECK_FALSE(t0->can_connect(a, far));  // another host: never
   CHECK(t0->supports_device(Device::cuda(0)));
   CHECK_FALSE(t0->supports_device(Device::host()));
+  // It sends device buffers only, but a device message may be received into host memory (cudaMemcpy reaches it):
+  // the mesh refused that delivery before the first GPU run found it (device -> host, receive posted late).
+  CHECK(t0->receives_into(Device::host()));
+  CHECK(t0->receives_into(Device::cuda(0)));
   t0->publish(store);
   t1->publish(store);
   if (cuda::device_count() == 0) {
