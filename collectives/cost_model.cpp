@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <dcomm/error.hpp>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -44,6 +45,11 @@ CostParams priced_for(const GroupView& view, CostParams p) {
     p.min_local = t.min_local;
     p.shared_cores = p.shared_cores || t.shares_cores;
     p.cached_windows = p.cached_windows || t.cached_windows;
+    // The small pattern's copies, in and out, are priced at γ/2 a byte each by the rows (cost_shm_rounds_blocks):
+    // what is left is the read's wait on lines crossing cores.
+    if (t.cached_windows && t.window_small_seconds_per_byte > 0 && p.window_read_beta < 0) {
+      p.window_read_beta = std::max(t.window_small_seconds_per_byte - p.gamma, 0.0);
+    }
   }
   return p;
 }

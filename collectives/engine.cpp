@@ -249,15 +249,20 @@ class EngineImpl final : public Engine {
     const WindowProbe probe = probe_cached_windows(view_, true, &note, deadline, during);
     DCOMM_DEBUG("collectives engine rank {}/{}: window stores measured again ({}): {}", view_.rank, view_.size, during,
                 note);
-    // The new yardstick for the watch (note_window_round) in any case; the choices only when the answer changed.
-    const bool changed_answer = probe.cached != view_.hierarchy->topo.cached_windows;
-    if (changed_answer) {
+    // The new yardstick for the watch (note_window_round) in any case; the choices only when the answer changed:
+    // the stores, or where plain ones fill the windows, the price of small rounds (on its grid: small_price).
+    const bool changed_stores = probe.cached != view_.hierarchy->topo.cached_windows;
+    const bool changed_answer =
+        changed_stores ||
+        (probe.cached && probe.small_seconds_per_byte != view_.hierarchy->topo.window_small_seconds_per_byte);
+    if (changed_stores) {
       DCOMM_INFO("collectives engine rank {}/{}: shared-memory windows now filled with {} ({})", view_.rank,
                  view_.size, probe.cached ? "plain stores" : "non-temporal stores", note);
     }
     auto changed = std::make_shared<Hierarchy>(*view_.hierarchy);
     changed->topo.cached_windows = probe.cached;
     changed->topo.window_streamed_seconds = probe.streamed_seconds;
+    changed->topo.window_small_seconds_per_byte = probe.small_seconds_per_byte;
     {
       std::lock_guard<std::mutex> lock(view_mutex_);
       view_.hierarchy = std::move(changed);
@@ -342,6 +347,7 @@ std::unique_ptr<Engine> Engine::create(const GroupView& group, const EngineOptio
     const WindowProbe probe = probe_cached_windows(view, measure, &windows, Deadline::after(std::chrono::seconds(60)));
     measured->topo.cached_windows = probe.cached;
     measured->topo.window_streamed_seconds = probe.streamed_seconds;
+    measured->topo.window_small_seconds_per_byte = probe.small_seconds_per_byte;
     reprobe = measure && !probe.forced;
     view.hierarchy = std::move(measured);
     DCOMM_DEBUG("collectives engine rank {}/{}: shared-memory windows: {}", view.rank, view.size, windows);

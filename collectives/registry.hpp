@@ -33,6 +33,11 @@ struct CostParams {
   /// Plain stores into shared-memory windows reach other cores fast (Topology::cached_windows): the windows'
   /// copies then run at cache speed instead of memory speed.
   bool cached_windows = false;
+  /// With cached_windows: the price of a byte read from a window in a small round, up to kShmStreamingReadBytes
+  /// of a call's reads (the group's probe: Topology::window_small_seconds_per_byte less the copies' γ, at least 0);
+  /// negative where not measured, β then (small_window_read).
+  double window_read_beta = -1;
+  double small_window_read() const { return window_read_beta >= 0 ? window_read_beta : beta; }
   /// Whether the engine checks calls: algorithms that do not fuse the check pay its ⌈log₂P⌉ rounds on top.
   bool check_calls = false;
 };

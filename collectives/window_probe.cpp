@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -25,9 +26,13 @@ constexpr uint64_t kWindowProbeSeq = 0xFFFFE;
 // enough that the two ways differ by 2-3x where they differ at all (at 64-256 KiB they tied on both machines).
 constexpr std::size_t kProbeBytes = std::size_t{1} << 20;
 constexpr int kRepeats = 3;
+// The small pattern (window_probe.hpp, WindowProbe::small_seconds_per_byte): plain stores only, more repeats (a
+// few microseconds each), and as many barriers alone to subtract.
+constexpr int kSmallRepeats = 8;
 
 struct Times {
   double plain = 0, streamed = 0;  // the best time each way on rank 0 or 1; 0 elsewhere
+  double small = 0, barrier = 0;   // the best small pattern (plain stores) and the best barrier alone
   int8_t forced = -1;              // DCOMM_SHM_CACHED on some rank: 1 or 0; -1 none
 };
 
@@ -64,10 +69,34 @@ Times measure_pair(const Context& pair) {
   }
   t.plain = best[0];
   t.streamed = best[1];
+  // The small pattern, in the same windows (the first kSmallProbeBytes of each), then barriers alone.
+  double small = 1e30, alone = 1e30;
+  for (int rep = 0; rep < kSmallRepeats; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::memcpy(win->of(me), src.data(), kSmallProbeBytes);
+    barrier();
+    std::memcpy(dst.data(), win->of(1 - me), kSmallProbeBytes);
+    barrier();
+    small = std::min(small, seconds_since(t0));
+  }
+  for (int rep = 0; rep < kSmallRepeats; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    barrier();
+    alone = std::min(alone, seconds_since(t0));
+  }
+  t.small = small;
+  t.barrier = alone;
   return t;
 }
 
 }  // namespace
+
+double small_price(double pattern_seconds, double barrier_seconds) {
+  const double copies = std::max(pattern_seconds - 2.0 * barrier_seconds, 0.0) / double(kSmallProbeBytes);
+  // On a grid of powers of two (as the link probe's values off the built-in ones: collectives/probe.cpp,
+  // stabilize), so that two measurements a few percent apart price alike and choices stay put run to run.
+  return copies > 0 ? std::exp2(std::round(std::log2(copies))) : 0.0;
+}
 
 WindowProbe probe_cached_windows(const GroupView& view, bool measure, std::string* note, const Deadline& deadline,
                                  std::string_view during) {
@@ -80,14 +109,17 @@ WindowProbe probe_cached_windows(const GroupView& view, bool measure, std::strin
   Times mine;
   if (measure && view.rank < 2) mine = measure_pair(c.on(sub_view(view, {0, 1}), 0));
   if (const auto forced = env::get_int("DCOMM_SHM_CACHED")) mine.forced = *forced != 0 ? 1 : 0;
-  // Steps above the pair's (open_windows' two, then 2·kRepeats·2 + 1 barriers of one step).
+  // Steps above the pair's (open_windows' two, then 2·kRepeats·2 + 1 + 3·kSmallRepeats barriers of one step).
   const Times all = agree(c, 64, mine, [](Times& m, const Times& t) {
     m.plain = std::max(m.plain, t.plain);
     m.streamed = std::max(m.streamed, t.streamed);
+    m.small = std::max(m.small, t.small);
+    m.barrier = std::max(m.barrier, t.barrier);
     m.forced = std::max(m.forced, t.forced);
   });
   const bool measured = all.plain > 0 && all.streamed > 0;
   const bool cached = all.forced >= 0 ? all.forced == 1 : measured && all.plain < 0.75 * all.streamed;
+  const double small = measured && all.small > 0 ? small_price(all.small, all.barrier) : 0.0;
   if (note != nullptr) {
     *note = all.forced >= 0 ? fmt::format("DCOMM_SHM_CACHED={}", all.forced)
             : measured      ? fmt::format("1 MiB through a window each way: plain stores {:.0f} us, non-temporal "
@@ -96,8 +128,13 @@ WindowProbe probe_cached_windows(const GroupView& view, bool measure, std::strin
             : measure       ? std::string("no windows")
                             : std::string("not measured where ranks share cores");
     *note += cached ? ": plain stores" : ": non-temporal stores";
+    if (small > 0) {
+      *note += fmt::format("; 64 KiB with plain stores {:.2f} us, a barrier {:.2f} us: {:.3f} ns a byte copied in "
+                           "and out",
+                           all.small * 1e6, all.barrier * 1e6, small * 1e9);
+    }
   }
-  return WindowProbe{cached, all.forced >= 0, measured ? all.streamed : 0.0};
+  return WindowProbe{cached, all.forced >= 0, measured ? all.streamed : 0.0, small};
 }
 
 bool cached_windows(const Context& c) { return c.view.hierarchy && c.view.hierarchy->topo.cached_windows; }

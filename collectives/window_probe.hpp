@@ -8,6 +8,9 @@
 // 1 MiB a rank (46 against 123 us for a copy in, barrier, copy out by both ranks at once).
 // The probe runs that very pattern (every rank copies 1 MiB into its window, barrier, copies the other's window
 // out, barrier) between group ranks 0 and 1, three times each way, and every rank of the group takes the result.
+// Then the same with 64 KiB and plain stores, which prices the small rounds' window reads for the cost model
+// (WindowProbe::small_seconds_per_byte): in one placement of session 9's VM all_gather[shm_rounds] took 0.4x
+// all_gather[cma]'s time at 16-256 KiB, in session 8's 1.4x, while a fixed price chose cma in both.
 // DCOMM_SHM_CACHED=1 or 0 on any rank forces one answer for the group (tests use it to run both paths). The
 // engine measures again every kReprobeBytes (or DCOMM_SHM_REPROBE_CALLS calls): the answer changes with where the
 // hypervisor puts the cores.
@@ -33,7 +36,14 @@ struct WindowProbe {
   bool cached = false;  ///< plain stores
   bool forced = false;  ///< DCOMM_SHM_CACHED decided (on some rank): measuring again would change nothing
   double streamed_seconds = 0;  ///< the pattern's time with non-temporal stores (0: not measured)
+  /// The small pattern (kSmallProbeBytes in, barrier, out, barrier, plain stores) less its two barriers, per byte
+  /// of the window (a byte copied in and a byte copied out), on a grid of powers of two (small_price); 0: not
+  /// measured. CostParams::window_read_beta comes from it.
+  double small_seconds_per_byte = 0;
 };
+inline constexpr std::size_t kSmallProbeBytes = std::size_t{64} << 10;
+/// The small pattern's best time and a barrier's best time -> WindowProbe::small_seconds_per_byte.
+double small_price(double pattern_seconds, double barrier_seconds);
 WindowProbe probe_cached_windows(const GroupView& view, bool measure, std::string* note, const Deadline& deadline,
                                  std::string_view during = "group creation");
 

@@ -33,7 +33,8 @@ double cost_shm_rounds_blocks(const CostParams& p, double n, int size, double co
   const double rounds = std::max(1.0, std::ceil(n * written / limit));
   const double reads = fraction(size) * n;
   return call_check_cost(p, size) + rounds * p.alpha / 4 +
-         (cached ? std::min(reads, static_cast<double>(kShmStreamingReadBytes)) : reads) * p.beta +
+         (cached ? std::min(reads, static_cast<double>(kShmStreamingReadBytes)) * p.small_window_read()
+                 : reads * p.beta) +
          (copied_in + reads) * p.gamma / 2;
 }
 

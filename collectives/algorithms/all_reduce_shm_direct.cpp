@@ -58,7 +58,7 @@ double cost_shm_rounds(const CostParams& p, double n, int size) {
   // of P inputs, (P+2)/4·γ a byte: at P = 2, n·γ. Measured on 2 ranks against cma (min of 4 alternating runs):
   // 64 KiB 13.1 / 14.5 us, 256 KiB 28.0 / 27.9-39.0, 1 MiB 73.5 / 114-122, 4 MiB 563 / 697-973, 16 MiB 2722 /
   // 4533-4582, 64 MiB 11.0 / 21.3 ms; the model takes this row from 16 KiB and from 1 MiB, cma in between.
-  return start + 2.0 * fraction(size) * std::min(n, static_cast<double>(kShmStreamingReadBytes)) * p.beta +
+  return start + 2.0 * fraction(size) * std::min(n, static_cast<double>(kShmStreamingReadBytes)) * p.small_window_read() +
          (fraction(size) + (size + 2.0) / (4.0 * size)) * n * p.gamma;
 }
 

@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 
 #include <catch2/catch.hpp>
+#include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -147,6 +149,8 @@ TEST_CASE("one node, plain-store windows: all_reduce takes shm_direct, all_gathe
       const std::string got = cheapest(sample_args(Collective::kAllGather, bytes, 2), node, sharing)->name;
       if (got == "shm_rounds") rec.failures.push_back(fmt::format("all_gather of {} B, cores shared: shm_rounds", bytes));
     }
+    // Below 1 MiB, without the probe's small pattern (CostParams::window_read_beta), window reads are priced at β:
+    // session 8's placement, where shm_rounds took 1.4x cma's time at 64-256 KiB (the next test: measured).
     for (std::size_t bytes : {std::size_t{64} << 10, std::size_t{256} << 10}) {
       if (!shared) expect(sample_args(Collective::kAllGather, bytes, 2), p, "cma", fmt::format("all_gather of {} B", bytes));
       if (!shared) expect(sample_args(Collective::kAllToAll, bytes, 2), p, "cma", fmt::format("all_to_all of {} B", bytes));
@@ -157,6 +161,68 @@ TEST_CASE("one node, plain-store windows: all_reduce takes shm_direct, all_gathe
     }
   });
   CHECK(test::summarize(recs) == std::vector<std::string>{});
+}
+
+TEST_CASE("plain-store windows below 1 MiB follow the probe's small pattern: fast, the window rows from 16 KiB; "
+          "slow, cma",
+          "[collectives][engine]") {
+  // The probe's small pattern (64 KiB in, barrier, out, barrier, plain stores: window_probe.hpp) prices a small
+  // round's window reads (Topology::window_small_seconds_per_byte -> CostParams::window_read_beta, priced_for).
+  // Measured on 2 ranks bound to a core each (session 10, docs/benchmark.md): the pattern at 0.029 ns a byte, and
+  // all_gather[shm_rounds] 1.6 us at 64 KiB against cma's 4.3 (OpenMPI 4.0), all_to_all 2.1 against 5.1,
+  // all_reduce[shm_direct] 4.3 against cma's 7.9 (OpenMPI 9.5); session 7's placement measured 0.20-0.25 ns a byte
+  // of small window reads, where cma was as fast or faster.
+  const CostParams p = test::one_node_params();
+  auto recs = test::run_group(2, [&](const GroupView& node, test::RankRecord& rec) {
+    // The group's topology as the engine builds it, with a core for each rank (where ranks share cores there is
+    // no probe to price with) and the probe's answer set here.
+    const std::shared_ptr<const Hierarchy> own = node.hierarchy ? node.hierarchy : build_hierarchy(node);
+    auto priced = [&](double seconds_per_byte) {
+      auto h = std::make_shared<Hierarchy>(*own);
+      h->topo.shares_cores = false;
+      h->topo.cached_windows = true;
+      h->topo.window_small_seconds_per_byte = seconds_per_byte;
+      GroupView v = node;
+      v.hierarchy = std::move(h);
+      return v;
+    };
+    auto expect = [&](const GroupView& v, const Args& a, const std::string& want, const std::string& what) {
+      const std::string got = cheapest(a, v, p)->name;
+      if (got != want) rec.failures.push_back(fmt::format("{}: {} where {} was expected", what, got, want));
+    };
+    const GroupView fast = priced(small_price(2.47e-6, 0.29e-6));
+    const GroupView slow = priced(0.25e-9 + p.gamma);
+    // Checked by every rank (Catch's CHECK belongs to the main thread).
+    const double read_fast = priced_for(fast, p).window_read_beta, read_slow = priced_for(slow, p).window_read_beta;
+    if (read_fast != 0.0) rec.failures.push_back(fmt::format("fast small pattern: reads at {} s a byte", read_fast));
+    if (std::abs(read_slow - 0.25e-9) > 1e-15)
+      rec.failures.push_back(fmt::format("slow small pattern: reads at {} s a byte", read_slow));
+    if (priced_for(node, p).window_read_beta >= 0)
+      rec.failures.push_back("a small window read price without plain-store windows");
+    for (std::size_t bytes : {std::size_t{16} << 10, std::size_t{64} << 10, std::size_t{256} << 10, std::size_t{1} << 20}) {
+      const std::string what = fmt::format("{} B, small pattern fast", bytes);
+      expect(fast, sample_args(Collective::kAllGather, bytes, 2), "shm_rounds", "all_gather of " + what);
+      expect(fast, sample_args(Collective::kAllToAll, bytes, 2), "shm_rounds", "all_to_all of " + what);
+      if (bytes >= (std::size_t{64} << 10))
+        expect(fast, sample_args(Collective::kAllReduce, bytes, 2), "shm_direct", "all_reduce of " + what);
+    }
+    for (std::size_t bytes : {std::size_t{64} << 10, std::size_t{256} << 10}) {
+      const std::string what = fmt::format("{} B, small pattern slow", bytes);
+      expect(slow, sample_args(Collective::kAllGather, bytes, 2), "cma", "all_gather of " + what);
+      expect(slow, sample_args(Collective::kAllToAll, bytes, 2), "cma", "all_to_all of " + what);
+      expect(slow, sample_args(Collective::kAllReduce, bytes, 2), "cma", "all_reduce of " + what);
+    }
+  });
+  CHECK(test::summarize(recs) == std::vector<std::string>{});
+}
+
+TEST_CASE("the window probe's small price: the pattern less two barriers a byte, on a grid of powers of two",
+          "[collectives][engine]") {
+  // (2.47 - 2 x 0.29) us / 64 KiB = 0.0288 ns -> 2^-35 s = 0.0291 ns; 2.55 us the same (stable run to run).
+  CHECK(small_price(2.47e-6, 0.29e-6) == std::exp2(-35.0));
+  CHECK(small_price(2.55e-6, 0.30e-6) == std::exp2(-35.0));
+  CHECK(small_price(20e-6, 0.3e-6) == std::exp2(std::round(std::log2(19.4e-6 / 65536))));
+  CHECK(small_price(0.5e-6, 0.3e-6) == 0.0);  // the barriers took it all: not measured
 }
 
 TEST_CASE("the window probe: one answer on every rank, DCOMM_SHM_CACHED forces it, explain() says which",
