@@ -248,29 +248,31 @@ bool shm_rounds_blocks(Context& c) {
   const int p = c.size();
   const int r = c.rank();
   const bool a2a = a.coll == Collective::kAllToAll;
+  const bool bcast = a.coll == Collective::kBroadcast;
   // A block: what rank r sends rank q (all_to_all: block q of its send buffer; all_gather: its one block) and
-  // receives from it (block q of recv).
+  // receives from it (block q of recv). broadcast: one block, the root's buffer, the others' one block each.
   const std::size_t bytes = a2a ? a.send.bytes() / static_cast<std::size_t>(p) : a.send.bytes();
   char* const out = static_cast<char*>(a.recv.data);
-  auto block = [&](int q) { return out + static_cast<std::size_t>(q) * bytes; };
+  auto block = [&](int q) { return bcast ? out : out + static_cast<std::size_t>(q) * bytes; };
   if (p > 1 && bytes > 0) {
     if (!*c.state) *c.state = std::make_unique<Windows>();
     auto& w = static_cast<Windows&>(**c.state);
     // A rank's window half holds round k's part of each block it sends (all_to_all: one per rank, in the lane of
-    // the receiver's index, its own left empty; all_gather: its one block, every rank reads it). The parts the
-    // ranks write in a round together are as large as the reduction's rounds (all_to_all on 2 ranks, plain
-    // stores: parts of 512 KiB measured 0.8-0.95x the time of parts of 256 KiB from 1 to 64 MiB).
+    // the receiver's index, its own left empty; all_gather: its one block, every rank reads it; broadcast: the
+    // root's alone). The parts the ranks write in a round together are as large as the reduction's rounds
+    // (all_to_all on 2 ranks, plain stores: parts of 512 KiB measured 0.8-0.95x the time of parts of 256 KiB from
+    // 1 to 64 MiB).
     const std::size_t lanes = a2a ? static_cast<std::size_t>(p) : 1;
     const std::size_t written = a2a ? static_cast<std::size_t>(p - 1) : 1;
+    const std::size_t writers = bcast ? 1 : static_cast<std::size_t>(p);
     const bool cached = cached_windows(c);
-    const std::size_t part_limit =
-        (cached ? kShmCachedRoundBytes : kShmRoundBytes) / (static_cast<std::size_t>(p) * written);
+    const std::size_t part_limit = (cached ? kShmCachedRoundBytes : kShmRoundBytes) / (writers * written);
     const std::size_t part = std::min(bytes, part_limit);
     if (!w.unavailable && lanes * part > w.capacity) w.unavailable = !grow(c, w, lanes * part, lanes * part_limit, 0);
     if (w.unavailable) return false;
     // all_gather in place: its block moved to its place first. all_to_all in place (send is recv): block q of recv
     // is overwritten in round k only after round k's part of send's block q went into the window.
-    const char* mine = a2a ? static_cast<const char*>(a.send.data) : own_block_first(a, r);
+    const char* mine = a2a || bcast ? static_cast<const char*>(a.send.data) : own_block_first(a, r);
     auto sent = [&](int q) { return a2a ? mine + static_cast<std::size_t>(q) * bytes : mine; };
     auto lane = [&](int q) { return a2a ? static_cast<std::size_t>(q) * part : 0; };
     const bool stream = a.recv.bytes() >= kStreamBytes;
@@ -283,6 +285,10 @@ bool shm_rounds_blocks(Context& c) {
       const std::size_t at = k * part;
       const std::size_t len = std::min(part, bytes - at);
       char* window = w.win->of(r) + half(k);
+      if (bcast) {
+        if (r == a.root) v.push_back({window, mine + at, len, !cached});  // the root's buffer is its output
+        return;
+      }
       if (!a2a) v.push_back({window, mine + at, len, !cached});  // the one block every rank reads
       for (int q = 0; a2a && q < p; ++q) {
         if (q != r) v.push_back({window + lane(q), sent(q) + at, len, !cached});
@@ -290,10 +296,14 @@ bool shm_rounds_blocks(Context& c) {
       if (sent(r) != block(r)) v.push_back({block(r) + at, sent(r) + at, len, stream});
     };
     // Round k's part of every other rank's block for this rank, from its window (from rank r + 1 on: the ranks
-    // spread their reads).
+    // spread their reads); broadcast: the root's, on every other rank.
     auto copies_out = [&](std::size_t k, std::vector<Copy>& v) {
       const std::size_t at = k * part;
       const std::size_t len = std::min(part, bytes - at);
+      if (bcast) {
+        if (r != a.root) v.push_back({out + at, w.win->of(a.root) + half(k), len, stream});
+        return;
+      }
       for (int s = 1; s < p; ++s) {
         const int q = (r + s) % p;
         v.push_back({block(q) + at, w.win->of(q) + half(k) + lane(r), len, stream});
@@ -317,7 +327,8 @@ bool shm_rounds_blocks(Context& c) {
     if (stream) stream_copy_fence();
     return true;
   }
-  // One rank, or empty blocks: its own block alone.
+  // One rank, or empty blocks: its own block alone (broadcast: nothing to move).
+  if (bcast) return true;
   const char* mine = a2a ? static_cast<const char*>(a.send.data) + static_cast<std::size_t>(r) * bytes : own_block_first(a, r);
   if (mine != block(r) && bytes > 0) std::memmove(block(r), mine, bytes);
   return true;

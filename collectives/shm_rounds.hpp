@@ -48,11 +48,11 @@ inline constexpr std::size_t kShmStreamingReadBytes = std::size_t{256} << 10;
 /// logged, and false from then on): the caller runs another algorithm instead, from step 1000.
 bool shm_rounds_reduce(Context& c, int root);
 
-/// Regular all_gather and all_to_all through the same windows, in rounds (steps below 1000): each rank copies round
-/// k's part of what it sends (all_gather: its block; all_to_all: its block for each other rank, into that rank's
-/// lane) into its window half (k's parity), and its own block into its place, barrier, then copies round k's part
-/// of every other rank's block for it out of their windows, interleaved (with plain stores) with round k + 1's
-/// copies in. One barrier a round: a rank writes a half again two rounds later, after every rank has passed the
+/// Regular all_gather and all_to_all, and broadcast, through the same windows, in rounds (steps below 1000): each
+/// rank copies round k's part of what it sends (all_gather: its block; all_to_all: its block for each other rank,
+/// into that rank's lane; broadcast: the root its buffer, the others nothing) into its window half (k's parity),
+/// and its own block into its place, barrier, then copies round k's part of every other rank's block for it out of
+/// their windows (broadcast: the root's), interleaved (with plain stores) with round k + 1's copies in. One barrier a round: a rank writes a half again two rounds later, after every rank has passed the
 /// barrier of the round in between, so finished reading it. A round's parts together are kShmCachedRoundBytes
 /// (plain stores) or kShmRoundBytes. Expects the call checked (Context::call null). Returns false on every rank,
 /// having moved nothing, when a rank could not create its window (logged, and false from then on): the caller

@@ -5,6 +5,8 @@
 # prints one ratio table per configuration (dcomm time / MPI time; tools/bench/ratio_table.py). Run it on a quiet
 # machine: nothing else building or testing.
 #   scripts/bench-matrix.sh [OUT] [RUNS] [RANKS...]      e.g. scripts/bench-matrix.sh /tmp/matrix 2 2 3 4
+# PLACEMENTS="bound unbound" leaves dcomm-run out (its OpenMPI side runs as singletons over TCP: 4+ minutes a run
+# of the small sizes at 3-4 ranks, and not a fair peer).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-/tmp/dcomm-bench-matrix}"
@@ -30,7 +32,7 @@ launch() {  # placement nproc args...
 }
 
 for np in "${ranks[@]}"; do
-  for placement in bound unbound dcomm-run; do
+  for placement in ${PLACEMENTS:-bound unbound dcomm-run}; do
     for r in $(seq 1 "$runs"); do
       tag="$placement-$np-run$r"
       echo "bench-matrix: $tag ($(date -u +%H:%M:%S))" >&2
@@ -41,7 +43,7 @@ for np in "${ranks[@]}"; do
 done
 
 for np in "${ranks[@]}"; do
-  for placement in bound unbound dcomm-run; do
+  for placement in ${PLACEMENTS:-bound unbound dcomm-run}; do
     for kind in small large; do
       stat=mean
       [ "$kind" = small ] && stat=p50

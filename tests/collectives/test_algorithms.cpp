@@ -190,13 +190,13 @@ namespace {
 bool in_rounds(const Algorithm& algo) {
   const std::string name = algo.name;
   return (name == "shm_direct" && (algo.collective == Collective::kAllReduce || algo.collective == Collective::kReduce)) ||
-         (name == "shm_rounds" && (algo.collective == Collective::kAllGather || algo.collective == Collective::kAllToAll));
+         name == "shm_rounds";  // all_gather, all_to_all, broadcast
 }
 
 }  // namespace
 
-TEST_CASE("all_reduce, reduce [shm_direct], all_gather and all_to_all [shm_rounds] match the reference with plain "
-          "and non-temporal window stores",
+TEST_CASE("all_reduce, reduce [shm_direct], all_gather, all_to_all and broadcast [shm_rounds] match the reference "
+          "with plain and non-temporal window stores",
           "[collectives][algorithms]") {
   const char* cached = GENERATE("1", "0");
   test::ScopedEnv forced("DCOMM_SHM_CACHED", cached);
@@ -268,12 +268,14 @@ TEST_CASE("the shared-memory rounds reuse their windows, grow them, and leave no
   // ones in rounds of 4 MiB. The group's probe chooses one on this machine; each is forced here in turn.
   const char* cached = GENERATE("1", "0");
   test::ScopedEnv forced("DCOMM_SHM_CACHED", cached);
-  const char* row = GENERATE("all_reduce[shm_direct]", "all_gather[shm_rounds]", "all_to_all[shm_rounds]");
+  const char* row =
+      GENERATE("all_reduce[shm_direct]", "all_gather[shm_rounds]", "all_to_all[shm_rounds]", "broadcast[shm_rounds]");
   INFO("DCOMM_SHM_CACHED=" << cached << ", " << row);
   const std::string name = row;
   const Algorithm* algo = name == "all_reduce[shm_direct]"   ? find_algorithm(Collective::kAllReduce, "shm_direct")
                           : name == "all_gather[shm_rounds]" ? find_algorithm(Collective::kAllGather, "shm_rounds")
-                                                             : find_algorithm(Collective::kAllToAll, "shm_rounds");
+                          : name == "all_to_all[shm_rounds]" ? find_algorithm(Collective::kAllToAll, "shm_rounds")
+                                                             : find_algorithm(Collective::kBroadcast, "shm_rounds");
   REQUIRE(algo != nullptr);
   auto cases = [](const Algorithm&, int) {
     CaseList out;
@@ -283,6 +285,7 @@ TEST_CASE("the shared-memory rounds reuse their windows, grow them, and leave no
     for (std::size_t count : {10u, 30000u, 100u, 70000u, 5u, 1100001u, 70000u, 3u, 300007u}) {
       Case c;
       c.count = count;
+      c.root = static_cast<int>(salt % 3);  // broadcast: roots change from call to call
       c.salt = salt++;
       out.push_back(c);
     }
