@@ -243,70 +243,110 @@ bool shm_rounds_reduce(Context& c, int root) {
   return true;
 }
 
+namespace {
+
+// How one collective's blocks go through the windows (shm_rounds_blocks): a block is `bytes`; a window half holds
+// `lanes` parts (a lane per receiver where a writer sends each rank its own); `writers` ranks write `written`
+// parts a round.
+struct BlockFlow {
+  Collective coll;
+  int p, r, root;
+  std::size_t bytes, lanes, writers, written;
+
+  static BlockFlow of(const Args& a, int p, int r) {
+    const auto up = static_cast<std::size_t>(p);
+    switch (a.coll) {
+      case Collective::kAllToAll: return {a.coll, p, r, 0, a.send.bytes() / up, up, up, up - 1};
+      case Collective::kBroadcast: return {a.coll, p, r, a.root, a.send.bytes(), 1, 1, 1};
+      case Collective::kGather: return {a.coll, p, r, a.root, a.send.bytes(), 1, up - 1, 1};
+      case Collective::kScatter: return {a.coll, p, r, a.root, a.recv.bytes(), up, 1, up - 1};
+      default: return {a.coll, p, r, 0, a.send.bytes(), 1, up, 1};  // all_gather
+    }
+  }
+  bool rooted() const {
+    return coll == Collective::kBroadcast || coll == Collective::kGather || coll == Collective::kScatter;
+  }
+  // Whether this rank writes into its window / reads the others'.
+  bool writes() const {
+    if (coll == Collective::kBroadcast || coll == Collective::kScatter) return r == root;
+    if (coll == Collective::kGather) return r != root;
+    return true;
+  }
+  bool reads(int q) const {
+    if (q == r) return false;
+    if (coll == Collective::kBroadcast || coll == Collective::kScatter) return q == root;
+    if (coll == Collective::kGather) return r == root;
+    return true;
+  }
+  // The lane of the window that rank q's part goes to (all_to_all, scatter: a lane per receiver).
+  std::size_t lane(int q, std::size_t part) const { return lanes > 1 ? static_cast<std::size_t>(q) * part : 0; }
+};
+
+}  // namespace
+
 bool shm_rounds_blocks(Context& c) {
   const Args& a = c.args;
   const int p = c.size();
   const int r = c.rank();
-  const bool a2a = a.coll == Collective::kAllToAll;
-  const bool bcast = a.coll == Collective::kBroadcast;
-  // A block: what rank r sends rank q (all_to_all: block q of its send buffer; all_gather: its one block) and
-  // receives from it (block q of recv). broadcast: one block, the root's buffer, the others' one block each.
-  const std::size_t bytes = a2a ? a.send.bytes() / static_cast<std::size_t>(p) : a.send.bytes();
+  const BlockFlow f = BlockFlow::of(a, p, r);
+  // Rank q's block in this rank's output: all_gather, all_to_all, gather (the root): block q of recv; broadcast,
+  // scatter: recv itself (broadcast: send and recv are the one buffer).
   char* const out = static_cast<char*>(a.recv.data);
-  auto block = [&](int q) { return bcast ? out : out + static_cast<std::size_t>(q) * bytes; };
-  if (p > 1 && bytes > 0) {
+  auto block = [&](int q) {
+    return f.coll == Collective::kBroadcast || f.coll == Collective::kScatter ? out
+                                                                              : out + static_cast<std::size_t>(q) * f.bytes;
+  };
+  // What this rank sends rank q: all_to_all, scatter (the root): block q of send; else its one block.
+  const char* send = static_cast<const char*>(a.send.data);
+  auto sent = [&](int q) { return f.lanes > 1 ? send + static_cast<std::size_t>(q) * f.bytes : send; };
+  const bool own = f.coll != Collective::kBroadcast && (!f.rooted() || r == f.root);  // a block of its own to place
+  // gather's root, in place: its block sits at the start of recv, where another rank's block is about to land: into
+  // its place first. all_gather in place likewise (own_block_first). scatter's root, in place: its recv is the start
+  // of send, whose blocks go out first: its own block last.
+  if (f.coll == Collective::kGather && r == f.root && send != block(r)) std::memmove(block(r), send, f.bytes);
+  if (f.coll == Collective::kAllGather) send = own_block_first(a, r);
+  if (p > 1 && f.bytes > 0) {
     if (!*c.state) *c.state = std::make_unique<Windows>();
     auto& w = static_cast<Windows&>(**c.state);
-    // A rank's window half holds round k's part of each block it sends (all_to_all: one per rank, in the lane of
-    // the receiver's index, its own left empty; all_gather: its one block, every rank reads it; broadcast: the
-    // root's alone). The parts the ranks write in a round together are as large as the reduction's rounds
-    // (all_to_all on 2 ranks, plain stores: parts of 512 KiB measured 0.8-0.95x the time of parts of 256 KiB from
-    // 1 to 64 MiB).
-    const std::size_t lanes = a2a ? static_cast<std::size_t>(p) : 1;
-    const std::size_t written = a2a ? static_cast<std::size_t>(p - 1) : 1;
-    const std::size_t writers = bcast ? 1 : static_cast<std::size_t>(p);
+    // A rank's window half holds round k's part of each block it sends (all_to_all, scatter: one per receiver, in
+    // the lane of its index; all_gather, gather, broadcast: its one block). The parts the ranks write in a round
+    // together are as large as the reduction's rounds (all_to_all on 2 ranks, plain stores: parts of 512 KiB
+    // measured 0.8-0.95x the time of parts of 256 KiB from 1 to 64 MiB).
     const bool cached = cached_windows(c);
-    const std::size_t part_limit = (cached ? kShmCachedRoundBytes : kShmRoundBytes) / (writers * written);
-    const std::size_t part = std::min(bytes, part_limit);
-    if (!w.unavailable && lanes * part > w.capacity) w.unavailable = !grow(c, w, lanes * part, lanes * part_limit, 0);
+    const std::size_t part_limit = (cached ? kShmCachedRoundBytes : kShmRoundBytes) / (f.writers * f.written);
+    const std::size_t part = std::min(f.bytes, part_limit);
+    if (!w.unavailable && f.lanes * part > w.capacity) {
+      w.unavailable = !grow(c, w, f.lanes * part, f.lanes * part_limit, 0);
+    }
     if (w.unavailable) return false;
-    // all_gather in place: its block moved to its place first. all_to_all in place (send is recv): block q of recv
-    // is overwritten in round k only after round k's part of send's block q went into the window.
-    const char* mine = a2a || bcast ? static_cast<const char*>(a.send.data) : own_block_first(a, r);
-    auto sent = [&](int q) { return a2a ? mine + static_cast<std::size_t>(q) * bytes : mine; };
-    auto lane = [&](int q) { return a2a ? static_cast<std::size_t>(q) * part : 0; };
     const bool stream = a.recv.bytes() >= kStreamBytes;
     const auto lg = static_cast<uint32_t>(pattern::ceil_log2(p));
     const uint64_t first_round = w.calls;
-    const std::size_t rounds = (bytes + part - 1) / part;
+    const std::size_t rounds = (f.bytes + part - 1) / part;
     auto half = [&](std::size_t k) { return ((first_round + k) % 2) * w.capacity; };
-    // Round k's part of what this rank sends: into its window, and its own block into its place while in cache.
+    // Round k's part of what this rank sends: into its window (in the lane of each receiver), and of its own block
+    // into its place while in cache (all_gather, all_to_all: read from send, all_to_all in place only after the
+    // same round's part of send's block went into the window).
     auto copies_in = [&](std::size_t k, std::vector<Copy>& v) {
       const std::size_t at = k * part;
-      const std::size_t len = std::min(part, bytes - at);
+      const std::size_t len = std::min(part, f.bytes - at);
       char* window = w.win->of(r) + half(k);
-      if (bcast) {
-        if (r == a.root) v.push_back({window, mine + at, len, !cached});  // the root's buffer is its output
-        return;
+      if (f.writes()) {
+        if (f.lanes == 1) v.push_back({window, send + at, len, !cached});  // the one block its readers read
+        for (int q = 0; f.lanes > 1 && q < p; ++q) {
+          if (q != r) v.push_back({window + f.lane(q, part), sent(q) + at, len, !cached});
+        }
       }
-      if (!a2a) v.push_back({window, mine + at, len, !cached});  // the one block every rank reads
-      for (int q = 0; a2a && q < p; ++q) {
-        if (q != r) v.push_back({window + lane(q), sent(q) + at, len, !cached});
-      }
-      if (sent(r) != block(r)) v.push_back({block(r) + at, sent(r) + at, len, stream});
+      if (own && !f.rooted() && sent(r) != block(r)) v.push_back({block(r) + at, sent(r) + at, len, stream});
     };
-    // Round k's part of every other rank's block for this rank, from its window (from rank r + 1 on: the ranks
-    // spread their reads); broadcast: the root's, on every other rank.
+    // Round k's part of every block this rank receives, from its sender's window (from rank r + 1 on: the ranks
+    // spread their reads).
     auto copies_out = [&](std::size_t k, std::vector<Copy>& v) {
       const std::size_t at = k * part;
-      const std::size_t len = std::min(part, bytes - at);
-      if (bcast) {
-        if (r != a.root) v.push_back({out + at, w.win->of(a.root) + half(k), len, stream});
-        return;
-      }
+      const std::size_t len = std::min(part, f.bytes - at);
       for (int s = 1; s < p; ++s) {
         const int q = (r + s) % p;
-        v.push_back({block(q) + at, w.win->of(q) + half(k) + lane(r), len, stream});
+        if (f.reads(q)) v.push_back({block(q) + at, w.win->of(q) + half(k) + f.lane(r, part), len, stream});
       }
     };
     std::vector<Copy> outs, ins;
@@ -325,12 +365,10 @@ bool shm_rounds_blocks(Context& c) {
       copies.run(outs, ins);
     }
     if (stream) stream_copy_fence();
-    return true;
+  } else if (own && !f.rooted() && f.bytes > 0 && sent(r) != block(r)) {
+    std::memmove(block(r), sent(r), f.bytes);  // one rank, or nothing to send: its own block alone
   }
-  // One rank, or empty blocks: its own block alone (broadcast: nothing to move).
-  if (bcast) return true;
-  const char* mine = a2a ? static_cast<const char*>(a.send.data) + static_cast<std::size_t>(r) * bytes : own_block_first(a, r);
-  if (mine != block(r) && bytes > 0) std::memmove(block(r), mine, bytes);
+  if (f.coll == Collective::kScatter && r == f.root && sent(r) != out && f.bytes > 0) std::memmove(out, sent(r), f.bytes);
   return true;
 }
 

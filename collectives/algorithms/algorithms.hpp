@@ -48,10 +48,11 @@ double call_check_cost(const CostParams& p, int size);
 bool supports_shm_direct(const Args& args, const GroupView& view);
 /// Their shared price (the root's path of reduce is every rank's path of all_reduce).
 double cost_shm_rounds(const CostParams& p, double n, int size);
-/// all_gather[shm_rounds] and all_to_all[shm_rounds] (shm_rounds_blocks): the price of their rounds given the bytes
-/// a rank copies into its window (n: the gathered bytes, or all_to_all's send buffer) and the parts it writes a
-/// round (all_to_all: P-1; a round's part of a block is the round's bytes / (P·written)).
-double cost_shm_rounds_blocks(const CostParams& p, double n, int size, double copied_in, int written);
+/// all_gather, all_to_all, broadcast, gather and scatter [shm_rounds] (shm_rounds_blocks): the price of their
+/// rounds given the bytes the busiest rank copies into its window and out of the others' (n: the collective's n,
+/// docs/algorithms.md) and the parts a writer writes a round (all_to_all, scatter: P-1; a round's bytes are about
+/// n·written / the round's size).
+double cost_shm_rounds_blocks(const CostParams& p, double n, int size, double copied_in, double reads, int written);
 /// broadcast, all_gather, gather, scatter and all_to_all [shm_direct] (collectives/shm_pipe.hpp): regular calls in
 /// host memory on one node. Their price: the start and end of the call (2α), a cache-line hand-off per piece on
 /// the busiest rank's way (α/4 each), and the bytes that rank copies (in and out; memory copies priced like

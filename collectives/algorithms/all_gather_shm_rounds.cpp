@@ -27,11 +27,10 @@ void run_all_gather_shm_rounds(Context& c) {
 
 }  // namespace
 
-double cost_shm_rounds_blocks(const CostParams& p, double n, int size, double copied_in, int written) {
+double cost_shm_rounds_blocks(const CostParams& p, double n, int size, double copied_in, double reads, int written) {
   const bool cached = p.cached_windows && !p.shared_cores;
   const double limit = static_cast<double>(cached ? kShmCachedRoundBytes : kShmRoundBytes);
   const double rounds = std::max(1.0, std::ceil(n * written / limit));
-  const double reads = fraction(size) * n;
   return call_check_cost(p, size) + rounds * p.alpha / 4 +
          (cached ? std::min(reads, static_cast<double>(kShmStreamingReadBytes)) * p.small_window_read()
                  : reads * p.beta) +
@@ -41,7 +40,7 @@ double cost_shm_rounds_blocks(const CostParams& p, double n, int size, double co
 namespace {
 
 double cost_all_gather_shm_rounds(const CostParams& p, double n, int size) {
-  return cost_shm_rounds_blocks(p, n, size, n / size, 1);
+  return cost_shm_rounds_blocks(p, n, size, n / size, fraction(size) * n, 1);
 }
 
 // This algorithm's row of the table (collectives/registry.hpp), registered before main().

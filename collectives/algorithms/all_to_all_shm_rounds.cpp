@@ -21,7 +21,7 @@ void run_all_to_all_shm_rounds(Context& c) {
 }
 
 double cost_all_to_all_shm_rounds(const CostParams& p, double n, int size) {
-  return cost_shm_rounds_blocks(p, n, size, fraction(size) * n, size - 1);
+  return cost_shm_rounds_blocks(p, n, size, fraction(size) * n, fraction(size) * n, size - 1);
 }
 
 // This algorithm's row of the table (collectives/registry.hpp), registered before main().

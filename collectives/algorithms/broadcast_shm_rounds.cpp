@@ -5,12 +5,8 @@
 // cache, in rounds of 1 MiB; broadcast[shm_direct]'s pipe keeps non-temporal stores (its producer and readers work
 // on neighbouring pieces at once, where plain stores measured slower: docs/algorithms.md "Window stores"). When a
 // rank cannot create its window, every rank logs why and runs binomial instead, from then on.
-// Cost: the separate check, a barrier a round (α/4, a slot exchange), the reads of the root's window (with plain
-// stores at the probe's small price up to kShmStreamingReadBytes, CostParams::small_window_read; with non-temporal
-// ones at β), and the copies in and out at cache speed, γ/2 a byte each. Host memory, one host.
-
-#include <algorithm>
-#include <cmath>
+// Cost: cost_shm_rounds_blocks (all_gather[shm_rounds]'s) with n copied in by the root and n read by the others.
+// Host memory, one host.
 
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/shm_pipe.hpp"
@@ -25,12 +21,7 @@ void run_broadcast_shm_rounds(Context& c) {
 }
 
 double cost_broadcast_shm_rounds(const CostParams& p, double n, int size) {
-  const bool cached = p.cached_windows && !p.shared_cores;
-  const double limit = static_cast<double>(cached ? kShmCachedRoundBytes : kShmRoundBytes);
-  const double rounds = std::max(1.0, std::ceil(n / limit));
-  const double reads = cached ? std::min(n, static_cast<double>(kShmStreamingReadBytes)) * p.small_window_read()
-                              : n * p.beta;
-  return call_check_cost(p, size) + rounds * p.alpha / 4 + reads + n * p.gamma;
+  return cost_shm_rounds_blocks(p, n, size, n, n, 1);
 }
 
 // This algorithm's row of the table (collectives/registry.hpp), registered before main().

@@ -228,10 +228,12 @@ if __name__ == "__main__":
         # a kill lands in a measurement as often as in a call, and every survivor must still name the victim.
         problems = kill_case(transport, int(n), {"DCOMM_SHM_REPROBE_CALLS": "1"})
     elif kind == "rounds":
-        # all_gather and all_to_all through the shared-memory windows in rounds (forced: whatever the machine
-        # measures), every call judged slow and the windows measured again before every call after a large one:
-        # kills land in rounds, barriers and measurements inside calls, and every survivor must still name the victim.
-        problems = kill_case(transport, int(n), {"KILL_MOVE": "1", "DCOMM_ALGO": "all_gather:shm_rounds,all_to_all:shm_rounds",
+        # all_gather, all_to_all, broadcast, gather and scatter through the shared-memory windows in rounds (forced:
+        # whatever the machine measures), every call judged slow and the windows measured again before every call
+        # after a large one: kills land in rounds, barriers and measurements inside calls, and every survivor must
+        # still name the victim.
+        problems = kill_case(transport, int(n), {"KILL_MOVE": "1", "DCOMM_ALGO": "all_gather:shm_rounds,all_to_all:shm_rounds,"
+                                                 "broadcast:shm_rounds,gather:shm_rounds,scatter:shm_rounds",
                                                  "DCOMM_SHM_SLOW_FACTOR": "0", "DCOMM_SHM_REPROBE_CALLS": "1"})
     elif kind == "stop":
         problems = check_stop(transport, int(n), int(n) // 2)[0]

@@ -5,7 +5,7 @@
 //        returned), KILL_SIGNAL (KILL, STOP, or SLEEP:
 //        the victim's main thread sleeps LOOP_S seconds between two calls: alive, but in user code),
 //        LOOP_S (how long the survivors' loop may run; they stop early only by failing), KILL_MOVE=1 (the loop
-//        alternates all_gather and all_to_all, moving blocks, instead of all_reduce)
+//        cycles through all_gather, all_to_all, broadcast, gather and scatter, moving blocks, instead of all_reduce)
 //   prints: "PID rank R pid P run ID", "VICTIM rank R signal S at T", "SURVIVOR rank R at T call_s C: [Code] message"
 //   (T: seconds since the epoch; C: how long the failing call had run), "DONE rank R" when the loop ran out.
 
@@ -83,10 +83,25 @@ int main() {
         pg->all_reduce(dcomm::Buffer(x), dcomm::ReduceOp::kSum);
         got = x[5];
         want = static_cast<float>(pg->size() * (pg->size() + 1) / 2 * 3 + pg->size() * 5);
-      } else if (i % 2 == 0) {  // all_gather: element 5 of the last rank's block
+      } else if (i % 5 == 0) {  // all_gather: element 5 of the last rank's block
         pg->all_gather(dcomm::Buffer(x), dcomm::Buffer(out.data(), x.size() * p));
         got = out[(p - 1) * x.size() + 5];
         want = static_cast<float>(static_cast<int>(p) * 3 + 5);
+      } else if (i % 5 == 2) {  // broadcast from the last rank: its element 5
+        const int root = static_cast<int>(p) - 1;
+        pg->broadcast(dcomm::Buffer(x), root);
+        got = x[5];
+        want = static_cast<float>((root + 1) * 3 + 5);
+      } else if (i % 5 == 3) {  // gather to the last rank: element 5 of rank 0's block there
+        const int root = static_cast<int>(p) - 1;
+        pg->gather(dcomm::Buffer(x), dcomm::Buffer(out.data(), pg->rank() == root ? x.size() * p : 0), root);
+        got = pg->rank() == root ? out[5] : static_cast<float>(3 + 5);
+        want = static_cast<float>(3 + 5);
+      } else if (i % 5 == 4) {  // scatter from rank 0: element 5 of this rank's block of rank 0's buffer
+        const std::size_t b = x.size() / p;
+        pg->scatter(dcomm::Buffer(x), dcomm::Buffer(out.data(), b), 0);
+        got = out[5];
+        want = static_cast<float>(3 + static_cast<int>((static_cast<std::size_t>(pg->rank()) * b + 5) % 11));
       } else {  // all_to_all: element 5 of the block from the last rank, its block for this rank
         pg->all_to_all(dcomm::Buffer(x), dcomm::Buffer(out.data(), x.size()));
         const std::size_t b = x.size() / p;
