@@ -48,8 +48,12 @@ class EngineImpl final : public Engine {
     if (view_.slots) view_.slots->settle_quietly(view_, Deadline::after(kSettleTimeout));
   }
 
-  /// From now on, measure how the windows are best filled again every `calls` calls or kReprobeBytes.
-  void measure_windows_again(uint64_t calls) { reprobe_calls_ = calls; }
+  /// From now on, measure how the windows are best filled again every `calls` calls or kReprobeBytes, with the
+  /// probe's rig from the measurement at creation (ranks 0 and 1; null elsewhere).
+  void measure_windows_again(uint64_t calls, std::unique_ptr<ProbeRig> rig) {
+    reprobe_calls_ = calls;
+    probe_rig_ = std::move(rig);
+  }
 
   void run(const Args& args, const std::string& algorithm, const Deadline& deadline, uint64_t seq,
            std::string_view found) override {
@@ -246,7 +250,7 @@ class EngineImpl final : public Engine {
     bytes_since_probe_ = 0;
     calls_since_probe_ = 0;
     std::string note;
-    const WindowProbe probe = probe_cached_windows(view_, true, &note, deadline, during);
+    const WindowProbe probe = probe_cached_windows(view_, true, &note, deadline, during, &probe_rig_);
     DCOMM_DEBUG("collectives engine rank {}/{}: window stores measured again ({}): {}", view_.rank, view_.size, during,
                 note);
     // The new yardstick for the watch (note_window_round) in any case; the choices only when the answer changed:
@@ -292,6 +296,7 @@ class EngineImpl final : public Engine {
 
   GroupView view_;
   mutable std::mutex view_mutex_;  ///< explain()'s copy of view_ against count_for_probe()'s replacement
+  std::unique_ptr<ProbeRig> probe_rig_;  ///< the window probe's window and buffers, kept (ranks 0 and 1)
   uint64_t reprobe_calls_ = 0;     ///< 0: the window stores are not measured again (forced, or cores shared)
   uint64_t calls_since_probe_ = 0;
   bool probe_due_ = false;  ///< measure again before the next call
@@ -341,10 +346,12 @@ std::unique_ptr<Engine> Engine::create(const GroupView& group, const EngineOptio
   // where ranks share cores.
   std::string windows;
   bool reprobe = false;
+  std::unique_ptr<ProbeRig> rig;  // kept by the engine where it measures again
   if (view.size > 1 && group_on_one_host(view)) {
     auto measured = std::make_shared<Hierarchy>(*view.hierarchy);
     const bool measure = !view.hierarchy->topo.shares_cores;
-    const WindowProbe probe = probe_cached_windows(view, measure, &windows, Deadline::after(std::chrono::seconds(60)));
+    const WindowProbe probe =
+        probe_cached_windows(view, measure, &windows, Deadline::after(std::chrono::seconds(60)), "group creation", &rig);
     measured->topo.cached_windows = probe.cached;
     measured->topo.window_streamed_seconds = probe.streamed_seconds;
     measured->topo.window_small_seconds_per_byte = probe.small_seconds_per_byte;
@@ -363,8 +370,11 @@ std::unique_ptr<Engine> Engine::create(const GroupView& group, const EngineOptio
   auto engine = std::make_unique<EngineImpl>(std::move(with_slots), static_cast<std::size_t>(chunk), check, params,
                                              std::move(source), std::move(forced));
   // Only with the call check on: without it the ranks' calls may differ, and so may their counts.
-  if (reprobe && check) engine->measure_windows_again(static_cast<uint64_t>(
-      std::max<long long>(1, env::get_int("DCOMM_SHM_REPROBE_CALLS", static_cast<long long>(kReprobeCalls)))));
+  if (reprobe && check) {
+    engine->measure_windows_again(static_cast<uint64_t>(std::max<long long>(
+                                      1, env::get_int("DCOMM_SHM_REPROBE_CALLS", static_cast<long long>(kReprobeCalls)))),
+                                  std::move(rig));
+  }
   return engine;
 }
 

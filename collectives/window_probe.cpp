@@ -41,13 +41,26 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 // Ranks 0 and 1 of the group, on their own two-rank view: the pattern, each way, kRepeats times, interleaved.
-Times measure_pair(const Context& pair) {
+// `kept`: the rig of the last measurement (null the first time: made here, and kept where the caller keeps it).
+Times measure_pair(const Context& pair, std::unique_ptr<ProbeRig>* kept) {
   Times t;
-  std::unique_ptr<ShmWindows> win = open_windows(pair, kProbeBytes, 0, "non-temporal stores");
-  if (!win) return t;  // logged by open_windows; no opinion
+  std::unique_ptr<ProbeRig> made;
+  std::unique_ptr<ProbeRig>& rig = kept != nullptr ? *kept : made;
+  if (!rig) {
+    auto fresh = std::make_unique<ProbeRig>();
+    fresh->win = open_windows(pair, kProbeBytes, 0, "non-temporal stores");
+    if (!fresh->win) return t;  // logged by open_windows; no opinion (and nothing kept: both ranks try again)
+    fresh->src.resize(kProbeBytes);
+    fresh->dst.resize(kProbeBytes);
+    for (std::size_t i = 0; i < kProbeBytes; ++i) {
+      fresh->src[i] = static_cast<char>(i * 131 + static_cast<std::size_t>(pair.rank()));
+    }
+    rig = std::move(fresh);
+  }
+  ShmWindows* const win = rig->win.get();
   const int me = pair.rank();
-  std::vector<char> src(kProbeBytes), dst(kProbeBytes);
-  for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<char>(i * 131 + static_cast<std::size_t>(me));
+  std::vector<char>& src = rig->src;
+  std::vector<char>& dst = rig->dst;
   uint32_t step = 2;  // above open_windows' two
   auto barrier = [&] { agree(pair, step++, uint8_t{0}, [](uint8_t&, uint8_t) {}); };
   double best[2] = {1e30, 1e30};
@@ -91,6 +104,9 @@ Times measure_pair(const Context& pair) {
 
 }  // namespace
 
+ProbeRig::ProbeRig() = default;
+ProbeRig::~ProbeRig() = default;
+
 double small_price(double pattern_seconds, double barrier_seconds) {
   const double copies = std::max(pattern_seconds - 2.0 * barrier_seconds, 0.0) / double(kSmallProbeBytes);
   // On a grid of powers of two (as the link probe's values off the built-in ones: collectives/probe.cpp,
@@ -99,7 +115,7 @@ double small_price(double pattern_seconds, double barrier_seconds) {
 }
 
 WindowProbe probe_cached_windows(const GroupView& view, bool measure, std::string* note, const Deadline& deadline,
-                                 std::string_view during) {
+                                 std::string_view during, std::unique_ptr<ProbeRig>* rig) {
   if (view.size < 2 || !group_on_one_host(view)) return {};
   Args none;
   none.coll = Collective::kBarrier;
@@ -107,7 +123,7 @@ WindowProbe probe_cached_windows(const GroupView& view, bool measure, std::strin
       fmt::format("collectives engine window probe rank {}/{} ({})", view.rank, view.size, during);
   Context c(none, view, deadline, kWindowProbeSeq, what, 0);
   Times mine;
-  if (measure && view.rank < 2) mine = measure_pair(c.on(sub_view(view, {0, 1}), 0));
+  if (measure && view.rank < 2) mine = measure_pair(c.on(sub_view(view, {0, 1}), 0), rig);
   if (const auto forced = env::get_int("DCOMM_SHM_CACHED")) mine.forced = *forced != 0 ? 1 : 0;
   // Steps above the pair's (open_windows' two, then 2·kRepeats·2 + 1 + 3·kSmallRepeats barriers of one step).
   const Times all = agree(c, 64, mine, [](Times& m, const Times& t) {

@@ -17,13 +17,17 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "collectives/context.hpp"
 #include "common/deadline.hpp"
 
 namespace dcomm::coll {
+
+class ShmWindows;
 
 /// Collective over a group whose ranks share one host (Engine::create, once per group; `measure` alike on every
 /// rank): true when plain stores into a window reach another core faster than non-temporal ones (the time of the
@@ -44,8 +48,21 @@ struct WindowProbe {
 inline constexpr std::size_t kSmallProbeBytes = std::size_t{64} << 10;
 /// The small pattern's best time and a barrier's best time -> WindowProbe::small_seconds_per_byte.
 double small_price(double pattern_seconds, double barrier_seconds);
+/// What the measuring pair (group ranks 0 and 1) keeps between measurements: its window (1 MiB a rank) and the
+/// buffers it copies from and to. Made anew each time, they took 0.9 ms of shared-memory setup and page faults of
+/// the ~2.6 ms a measurement cost on 2 ranks (session 10), inside the call before which the group measures again.
+struct ProbeRig {
+  ProbeRig();
+  ~ProbeRig();
+  std::unique_ptr<ShmWindows> win;
+  std::vector<char> src, dst;
+};
+
+/// `rig` (may be null): where ranks 0 and 1 keep their ProbeRig from one measurement to the next (the engine's);
+/// both ranks hold one or neither, so they agree without a message whether to create the window again.
 WindowProbe probe_cached_windows(const GroupView& view, bool measure, std::string* note, const Deadline& deadline,
-                                 std::string_view during = "group creation");
+                                 std::string_view during = "group creation",
+                                 std::unique_ptr<ProbeRig>* rig = nullptr);
 
 /// How often the engine measures again (EngineImpl::run, every rank after the same call): after this many bytes of
 /// calls of at least 1 MiB (the cost model's n, which every rank computes alike) or this many such calls

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "collectives/cost_model.hpp"
+#include "collectives/shm_segments.hpp"
 #include "collectives/slots.hpp"
 #include "collectives/topology.hpp"
 #include "collectives/window_probe.hpp"
@@ -273,6 +274,33 @@ TEST_CASE("the window probe: one answer on every rank, DCOMM_SHM_CACHED forces i
       for (const std::string& n : notes) CHECK(n == notes[0]);
     }
   }
+}
+
+TEST_CASE("the window probe keeps its window and buffers from one measurement to the next", "[collectives][engine]") {
+  // ProbeRig (window_probe.hpp): ranks 0 and 1 make it at the first measurement and measure in it again; the other
+  // ranks hold none. Every rank takes the same answer each time.
+  test::ScopedEnv env("DCOMM_SHM_CACHED", nullptr);
+  std::vector<std::string> notes(3);
+  auto recs = test::run_group(
+      3,
+      [&](const GroupView& view, test::RankRecord& rec) {
+        std::unique_ptr<ProbeRig> rig;
+        std::string first, second;
+        probe_cached_windows(view, true, &first, test::soon(), "test", &rig);
+        const ShmWindows* win = rig ? rig->win.get() : nullptr;
+        if ((view.rank < 2) != (win != nullptr)) {
+          rec.failures.push_back(fmt::format("rank {}: {} rig after the first measurement", view.rank,
+                                             win != nullptr ? "a" : "no"));
+        }
+        probe_cached_windows(view, true, &second, test::soon(), "test", &rig);
+        if ((rig ? rig->win.get() : nullptr) != win) rec.failures.push_back("the second measurement made a new window");
+        if (second.find("1 MiB through a window each way") == std::string::npos)
+          rec.failures.push_back("the second measurement measured nothing: " + second);
+        notes[static_cast<std::size_t>(view.rank)] = first + " | " + second;
+      },
+      "shm");
+  CHECK(test::summarize(recs) == std::vector<std::string>{});
+  for (const std::string& n : notes) CHECK(n == notes[0]);
 }
 
 TEST_CASE("a call's plain window stores slower than the probe's non-temporal pattern mark the windows slow",
