@@ -155,7 +155,7 @@ class EngineImpl final : public Engine {
     c.input = c.work;
     if (a.red.op == ReduceOp::kPreMulSum) {
       scale_into(c.work, a.send.data, n, c.dtype(), a.red.scale, c.device());
-    } else if (algo.takes_input && a.coll != Collective::kReduceScatter) {
+    } else if (algo.takes_input) {
       c.input = static_cast<const char*>(a.send.data);  // the algorithm reads it where it is
     } else {
       c.copy(c.work, a.send.data, n);

@@ -57,8 +57,9 @@ struct Algorithm {
   /// Whether only a name (set_algorithm, DCOMM_ALGO, dcomm-bench --algo) selects it: the cost model still prices
   /// it for explain(), but never picks it, because measurements did not show it winning anywhere.
   bool by_name_only = false;
-  /// all_reduce and reduce only: run() reads this rank's input from Context::input, which the engine points at
-  /// args.send instead of copying it into `work` first (one pass over memory less); premul_sum still copies.
+  /// Reductions only: run() reads this rank's input from Context::input, which the engine points at args.send
+  /// instead of copying it into `work` first (one pass over memory less); premul_sum still copies. reduce_scatter:
+  /// run() leaves this rank's block of the result at its block of `work`, which the engine copies to the output.
   bool takes_input = false;
   /// Whether run() moves its data through the group's shared-memory slots (collectives/slots.hpp), with the call
   /// check in the same exchange (it fuses the check). Where a group has slots, the check of every other

@@ -243,8 +243,15 @@ double cost_shm_pipe(const CostParams& p, double copied, double pieces) {
 }
 
 double cost_shm_pipe_exchange(const CostParams& p, double n, int size) {
-  const double blocks = 2.0 * (size - 1);
-  return cost_shm_pipe(p, 2.0 * fraction(size) * n, blocks * std::ceil(n / size / static_cast<double>(kPipePieceBytes)));
+  // A rank publishes and takes on its own core, so it cannot publish while it waits for a peer's piece, nor take
+  // while a peer waits for its acknowledgement: each piece it takes costs a hand-off each way, 2α (the rows whose
+  // copies in and out run on different cores pay α/4, cost_shm_pipe). Fitted for all_to_all to where cma and
+  // shm_direct crossed when measured (docs/algorithms.md): 1-2 MiB on 2 ranks, 1-4 MiB on 4. reduce_scatter's pipe
+  // is the same exchange with a reduction where it takes: priced at α/4 a piece, the model chose it over
+  // reduce_scatter[shm_rounds], which measured 0.55-0.85x its time from 64 KiB to 64 MiB on 2-4 ranks (session 10).
+  const auto block = static_cast<std::size_t>(n / std::max(size, 1));
+  const double pieces = static_cast<double>(pipe_pieces(PipeLanes::kPerPeer, size, block));
+  return (2.0 + 4.0 * (size - 1) * pieces) * p.alpha + 2.0 * fraction(size) * n * p.gamma;
 }
 
 double cost_shm_pipe_rooted(const CostParams& p, double n, int size) {

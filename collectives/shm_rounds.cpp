@@ -243,6 +243,77 @@ bool shm_rounds_reduce(Context& c, int root) {
   return true;
 }
 
+bool shm_rounds_reduce_scatter(Context& c) {
+  const int p = c.size();
+  const int r = c.rank();
+  const std::size_t count = c.args.recv.count;  // elements a block
+  const std::size_t es = c.esize();
+  auto block_at = [&](const char* base, int q, std::size_t i) { return c.at(base, static_cast<std::size_t>(q) * count + i); };
+  char* const mine = c.at(c.work, static_cast<std::size_t>(r) * count);
+  if (p == 1 || count == 0) {
+    if (c.input != c.work && count > 0) c.copy(mine, block_at(c.input, r, 0), count);
+    return true;
+  }
+  if (!*c.state) *c.state = std::make_unique<Windows>();
+  auto& w = static_cast<Windows&>(**c.state);
+  // all_to_all[shm_rounds]'s layout: a lane per receiver in each window half, the parts every rank writes in a
+  // round together a round's size.
+  const bool cached = cached_windows(c);
+  const std::size_t part_limit =
+      (cached ? kShmCachedRoundBytes : kShmRoundBytes) / (static_cast<std::size_t>(p) * static_cast<std::size_t>(p - 1));
+  const std::size_t part = std::max<std::size_t>(1, std::min(count, part_limit / es));  // elements
+  const std::size_t lane = part * es;
+  const auto up = static_cast<std::size_t>(p);
+  if (!w.unavailable && up * lane > w.capacity) {
+    w.unavailable = !grow(c, w, up * lane, std::max(up * lane, up * part_limit), 0);
+  }
+  if (w.unavailable) return false;
+  const auto lg = static_cast<uint32_t>(pattern::ceil_log2(p));
+  const uint64_t first_round = w.calls;
+  const std::size_t rounds = (count + part - 1) / part;
+  auto half = [&](std::size_t k) { return ((first_round + k) % 2) * w.capacity; };
+  // Round k's part of every other rank's block of this rank's input, into that rank's lane.
+  auto copies_in = [&](std::size_t k, std::vector<Copy>& v) {
+    const std::size_t at = k * part;
+    const std::size_t len = std::min(part, count - at);
+    for (int q = 0; q < p; ++q) {
+      if (q != r) v.push_back({w.win->of(r) + half(k) + static_cast<std::size_t>(q) * lane, block_at(c.input, q, at), len * es, !cached});
+    }
+  };
+  // Round k's part of this rank's block: its own input's, then the others' parts from their windows in rank order,
+  // in cache-sized pieces, into block r of the work buffer (which may be the input itself: premul_sum).
+  const std::size_t piece = std::max<std::size_t>(1, std::min(c.chunk_elems(), kPieceBytes / es));
+  auto reduce_part = [&](std::size_t k) {
+    const std::size_t at = k * part;
+    const std::size_t len = std::min(part, count - at);
+    for (std::size_t done = 0; done < len; done += piece) {
+      const std::size_t n = std::min(piece, len - done);
+      char* acc = c.at(mine, at + done);
+      const char* own = block_at(c.input, r, at + done);
+      if (own != acc) c.copy(acc, own, n);
+      for (int q = 0; q < p; ++q) {
+        if (q != r) c.reduce(acc, c.at(w.win->of(q) + half(k) + static_cast<std::size_t>(r) * lane, done), n);
+      }
+    }
+  };
+  std::vector<Copy> ins;
+  RoundCopies copies(c, cached);
+  copies_in(0, ins);
+  copies.run({}, ins);
+  for (std::size_t k = 0; k < rounds; ++k) {
+    stream_copy_fence();  // the copies in before the barrier that tells the others
+    barrier(c, 2 * lg + static_cast<uint32_t>((first_round + k) % 2) * lg);
+    ++w.calls;
+    reduce_part(k);
+    if (k + 1 < rounds) {
+      ins.clear();
+      copies_in(k + 1, ins);
+      copies.run({}, ins);
+    }
+  }
+  return true;
+}
+
 namespace {
 
 // How one collective's blocks go through the windows (shm_rounds_blocks): a block is `bytes`; a window half holds

@@ -59,4 +59,13 @@ bool shm_rounds_reduce(Context& c, int root);
 /// runs another algorithm instead, from step 1000.
 bool shm_rounds_blocks(Context& c);
 
+/// Regular reduce_scatter through the same windows, in rounds (steps below 1000): each rank copies round k's part of
+/// every other rank's block of its input (Context::input) into that rank's lane of its window half (k's parity),
+/// barrier, then reduces round k's part of its own block, its own input's and the others' parts in rank order, into
+/// block r of the work buffer (the engine copies it to the output). One barrier a round, as shm_rounds_blocks: a
+/// rank writes a half again two rounds later, after every rank has passed the barrier of the round in between (so
+/// finished reducing from it). Expects the call checked (Context::call null). Returns false on every rank, having
+/// moved nothing, when a rank could not create its window (logged, and false from then on).
+bool shm_rounds_reduce_scatter(Context& c);
+
 }  // namespace dcomm::coll

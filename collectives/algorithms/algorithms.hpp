@@ -62,8 +62,8 @@ double cost_shm_pipe(const CostParams& p, double copied, double pieces);
 /// gather's and scatter's: the root copies (P-1)/P·n, in k = (P-1)⌈(n/P) / piece⌉ pieces, and the last rank to be
 /// served waits for one piece more.
 double cost_shm_pipe_rooted(const CostParams& p, double n, int size);
-/// all_to_all's and reduce_scatter's: every rank copies (P-1)/P·n in and takes (P-1)/P·n out, in
-/// k = 2(P-1)⌈(n/P) / piece⌉ pieces.
+/// all_to_all's and reduce_scatter's: every rank copies (P-1)/P·n in and takes (P-1)/P·n out, a hand-off each way
+/// for each of the k pieces of a block it takes (2α a piece: it publishes and takes on one core).
 double cost_shm_pipe_exchange(const CostParams& p, double n, int size);
 
 /// all_reduce[cma] and reduce[cma] (collectives/cma_slices.hpp) share when they apply and their price, given the

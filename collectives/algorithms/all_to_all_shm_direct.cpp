@@ -53,15 +53,7 @@ void run_all_to_all_shm_direct(Context& c) {
   if (stream) stream_copy_fence();
 }
 
-double cost_all_to_all_shm_direct(const CostParams& p, double n, int size) {
-  // A rank publishes and takes on its own core, so it cannot publish while it waits for a peer's piece, nor take
-  // while a peer waits for its acknowledgement: each piece it takes costs a hand-off each way, 2α (the rows whose
-  // copies in and out run on different cores pay α/4, cost_shm_pipe). Fitted to where cma and shm_direct crossed
-  // when measured (docs/algorithms.md): 1-2 MiB on 2 ranks, 1-4 MiB on 4.
-  const auto block = static_cast<std::size_t>(n / std::max(size, 1));
-  const double pieces = static_cast<double>(pipe_pieces(PipeLanes::kPerPeer, size, block));
-  return (2.0 + 4.0 * (size - 1) * pieces) * p.alpha + 2.0 * fraction(size) * n * p.gamma;
-}
+double cost_all_to_all_shm_direct(const CostParams& p, double n, int size) { return cost_shm_pipe_exchange(p, n, size); }
 
 // This algorithm's row of the table (collectives/registry.hpp), registered before main().
 const Registration kRow{{Collective::kAllToAll, "shm_direct",

@@ -6,8 +6,8 @@
 // from then on.
 // Memory traffic per rank: (P-1)n/P copied in and (P-1)n/P read to combine, in parallel on every core, where ring
 // moves (P-1)n/P by cross-memory attach in P-1 dependent steps.
-// Cost: (2 + k/4)α + 2(P-1)/P·nγ, k = 2(P-1)⌈(n/P) / piece⌉ (cost_shm_pipe_exchange; n = everything scattered). Only for
-// one host and host memory.
+// Cost: (2 + 4(P-1)k)α + 2(P-1)/P·nγ, k = the pieces of a block of n/P (cost_shm_pipe_exchange, all_to_all[shm_direct]'s;
+// n = everything scattered). Only for one host and host memory.
 
 
 #include "collectives/algorithms/algorithms.hpp"

@@ -92,7 +92,7 @@ def case_check3():
 
 
 def case_windows():
-    """all_reduce and reduce [shm_direct] and all_gather, all_to_all, broadcast, gather and scatter [shm_rounds] in real processes with each way of filling the
+    """all_reduce and reduce [shm_direct] and all_gather, all_to_all, broadcast, gather, scatter and reduce_scatter [shm_rounds] in real processes with each way of filling the
     windows forced (plain stores in 1 MiB rounds, non-temporal in 4 MiB rounds) and with the probe's own answer:
     sizes from 1 KB to past several rounds, in place and not, a root that is not rank 0, 2 and 3 ranks: 0 wrong."""
     for cached in ("1", "0", None):
@@ -104,7 +104,9 @@ def case_windows():
                                       ("all_to_all", [], "shm_rounds"), ("all_to_all", ["--inplace"], "shm_rounds"),
                                       ("broadcast", ["-r", str(nproc - 1)], "shm_rounds"),
                                       ("gather", ["-r", str(nproc - 1)], "shm_rounds"),
-                                      ("scatter", ["-r", str(nproc - 1), "--inplace"], "shm_rounds")):
+                                      ("scatter", ["-r", str(nproc - 1), "--inplace"], "shm_rounds"),
+                                      ("reduce_scatter", ["-o", "all"], "shm_rounds"),
+                                      ("reduce_scatter", ["--inplace"], "shm_rounds")):
                 _, text = launch(nproc, coll, "-b", "1000", "-e", "8M", "-f", "9", "-n", "2", "-w", "0", "--algo",
                                  algo, "-d", "float64", "--check", *extra, env=env)
                 require("# Wrong elements: 0" in text,

@@ -195,8 +195,8 @@ bool in_rounds(const Algorithm& algo) {
 
 }  // namespace
 
-TEST_CASE("all_reduce, reduce [shm_direct], all_gather, all_to_all, broadcast, gather and scatter [shm_rounds] match "
-          "the reference with plain and non-temporal window stores",
+TEST_CASE("all_reduce, reduce [shm_direct], all_gather, all_to_all, broadcast, gather, scatter and reduce_scatter "
+          "[shm_rounds] match the reference with plain and non-temporal window stores",
           "[collectives][algorithms]") {
   const char* cached = GENERATE("1", "0");
   test::ScopedEnv forced("DCOMM_SHM_CACHED", cached);
@@ -269,7 +269,8 @@ TEST_CASE("the shared-memory rounds reuse their windows, grow them, and leave no
   const char* cached = GENERATE("1", "0");
   test::ScopedEnv forced("DCOMM_SHM_CACHED", cached);
   const char* row = GENERATE("all_reduce[shm_direct]", "all_gather[shm_rounds]", "all_to_all[shm_rounds]",
-                             "broadcast[shm_rounds]", "gather[shm_rounds]", "scatter[shm_rounds]");
+                             "broadcast[shm_rounds]", "gather[shm_rounds]", "scatter[shm_rounds]",
+                             "reduce_scatter[shm_rounds]");
   INFO("DCOMM_SHM_CACHED=" << cached << ", " << row);
   const std::string name = row;
   const Algorithm* algo = name == "all_reduce[shm_direct]"   ? find_algorithm(Collective::kAllReduce, "shm_direct")
@@ -277,7 +278,8 @@ TEST_CASE("the shared-memory rounds reuse their windows, grow them, and leave no
                           : name == "all_to_all[shm_rounds]" ? find_algorithm(Collective::kAllToAll, "shm_rounds")
                           : name == "broadcast[shm_rounds]"  ? find_algorithm(Collective::kBroadcast, "shm_rounds")
                           : name == "gather[shm_rounds]"     ? find_algorithm(Collective::kGather, "shm_rounds")
-                                                             : find_algorithm(Collective::kScatter, "shm_rounds");
+                          : name == "scatter[shm_rounds]"    ? find_algorithm(Collective::kScatter, "shm_rounds")
+                                                             : find_algorithm(Collective::kReduceScatter, "shm_rounds");
   REQUIRE(algo != nullptr);
   auto cases = [](const Algorithm&, int) {
     CaseList out;

@@ -1,6 +1,10 @@
 #include "tools/bench/run_dcomm.hpp"
 
 #include "dcomm_config.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
 #include "tools/bench/args.hpp"
 
 namespace dcomm::bench {
@@ -19,6 +23,9 @@ class DcommLibrary : public Library {
     Collective dc{};
     if (!c.algo.empty() || !to_collective(c.coll, &dc)) return "";
     const std::string text = pg_->explain(dc, c.layout.bytes);
+    // DCOMM_BENCH_EXPLAIN=1: the whole of it (every candidate's predicted time), on rank 0's stderr.
+    static const bool print = std::getenv("DCOMM_BENCH_EXPLAIN") != nullptr && std::string(std::getenv("DCOMM_BENCH_EXPLAIN")) == "1";
+    if (print) std::fprintf(stderr, "%s: %zu B\n%s\n", to_string(c.coll), c.layout.bytes, text.c_str());
     const auto at = text.rfind("choice: ");
     if (at == std::string::npos) return "";
     const auto start = at + 8;
