@@ -48,12 +48,8 @@ class EngineImpl final : public Engine {
     if (view_.slots) view_.slots->settle_quietly(view_, Deadline::after(kSettleTimeout));
   }
 
-  /// From now on, measure how the windows are best filled again every `calls` calls or kReprobeBytes, with the
-  /// probe's rig from the measurement at creation (ranks 0 and 1; null elsewhere).
-  void measure_windows_again(uint64_t calls, std::unique_ptr<ProbeRig> rig) {
-    reprobe_calls_ = calls;
-    probe_rig_ = std::move(rig);
-  }
+  /// From now on, measure how the windows are best filled again every `calls` calls or kReprobeBytes.
+  void measure_windows_again(uint64_t calls) { reprobe_calls_ = calls; }
 
   void run(const Args& args, const std::string& algorithm, const Deadline& deadline, uint64_t seq,
            std::string_view found) override {
@@ -296,7 +292,9 @@ class EngineImpl final : public Engine {
 
   GroupView view_;
   mutable std::mutex view_mutex_;  ///< explain()'s copy of view_ against count_for_probe()'s replacement
-  std::unique_ptr<ProbeRig> probe_rig_;  ///< the window probe's window and buffers, kept (ranks 0 and 1)
+  /// The window probe's window and buffers (ranks 0 and 1), made at the first measurement again and kept for the
+  /// next: a group that never measures again (most subgroups: only large calls count) holds none.
+  std::unique_ptr<ProbeRig> probe_rig_;
   uint64_t reprobe_calls_ = 0;     ///< 0: the window stores are not measured again (forced, or cores shared)
   uint64_t calls_since_probe_ = 0;
   bool probe_due_ = false;  ///< measure again before the next call
@@ -346,12 +344,10 @@ std::unique_ptr<Engine> Engine::create(const GroupView& group, const EngineOptio
   // where ranks share cores.
   std::string windows;
   bool reprobe = false;
-  std::unique_ptr<ProbeRig> rig;  // kept by the engine where it measures again
   if (view.size > 1 && group_on_one_host(view)) {
     auto measured = std::make_shared<Hierarchy>(*view.hierarchy);
     const bool measure = !view.hierarchy->topo.shares_cores;
-    const WindowProbe probe =
-        probe_cached_windows(view, measure, &windows, Deadline::after(std::chrono::seconds(60)), "group creation", &rig);
+    const WindowProbe probe = probe_cached_windows(view, measure, &windows, Deadline::after(std::chrono::seconds(60)));
     measured->topo.cached_windows = probe.cached;
     measured->topo.window_streamed_seconds = probe.streamed_seconds;
     measured->topo.window_small_seconds_per_byte = probe.small_seconds_per_byte;
@@ -370,11 +366,8 @@ std::unique_ptr<Engine> Engine::create(const GroupView& group, const EngineOptio
   auto engine = std::make_unique<EngineImpl>(std::move(with_slots), static_cast<std::size_t>(chunk), check, params,
                                              std::move(source), std::move(forced));
   // Only with the call check on: without it the ranks' calls may differ, and so may their counts.
-  if (reprobe && check) {
-    engine->measure_windows_again(static_cast<uint64_t>(std::max<long long>(
-                                      1, env::get_int("DCOMM_SHM_REPROBE_CALLS", static_cast<long long>(kReprobeCalls)))),
-                                  std::move(rig));
-  }
+  if (reprobe && check) engine->measure_windows_again(static_cast<uint64_t>(
+      std::max<long long>(1, env::get_int("DCOMM_SHM_REPROBE_CALLS", static_cast<long long>(kReprobeCalls)))));
   return engine;
 }
 

@@ -48,9 +48,10 @@ struct WindowProbe {
 inline constexpr std::size_t kSmallProbeBytes = std::size_t{64} << 10;
 /// The small pattern's best time and a barrier's best time -> WindowProbe::small_seconds_per_byte.
 double small_price(double pattern_seconds, double barrier_seconds);
-/// What the measuring pair (group ranks 0 and 1) keeps between measurements: its window (1 MiB a rank) and the
-/// buffers it copies from and to. Made anew each time, they took 0.9 ms of shared-memory setup and page faults of
-/// the ~2.6 ms a measurement cost on 2 ranks (session 10), inside the call before which the group measures again.
+/// What the measuring pair (group ranks 0 and 1) keeps between measurements again (the engine's: from the first
+/// one on, so that a group that never measures again holds none): its window (1 MiB a rank) and the buffers it
+/// copies from and to. Made anew each time, they took 0.9 ms of shared-memory setup and page faults of the ~2.6 ms
+/// a measurement cost on 2 ranks (session 10), inside the call before which the group measures again.
 struct ProbeRig {
   ProbeRig();
   ~ProbeRig();

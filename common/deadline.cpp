@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <thread>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -50,6 +51,12 @@ std::string format_bytes(std::size_t bytes) {
 namespace {
 
 std::atomic<bool> g_oversubscribed{false};
+// Until when (steady clock, ns since its epoch) waits spin briefly: a yield that let something else run.
+std::atomic<int64_t> g_shared_until{0};
+
+int64_t ticks(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
 
 }  // namespace
 
@@ -57,22 +64,34 @@ void Backoff::set_oversubscribed(bool oversubscribed) noexcept {
   g_oversubscribed.store(oversubscribed, std::memory_order_relaxed);
 }
 
+bool Backoff::core_shared_now() noexcept { return ticks(Clock::now()) < g_shared_until.load(std::memory_order_relaxed); }
+
 void Backoff::pause() {
-  if (polls_++ == 0) since_ = Clock::now();
+  if (polls_++ == 0) {
+    since_ = Clock::now();
+    short_spin_ = g_oversubscribed.load(std::memory_order_relaxed) ||
+                  ticks(since_) < g_shared_until.load(std::memory_order_relaxed);
+  }
   // Reading the clock costs ~20 ns: the phase is re-checked every 16 polls.
   const bool check = polls_ % 16 == 0;
   switch (phase_) {
     case Phase::kSpin:
-      if (g_oversubscribed.load(std::memory_order_relaxed) ? polls_ >= kOversubscribedSpinPolls
-                                                           : check && Clock::now() - since_ >= kSpinTime) {
+      if (short_spin_ ? polls_ >= kOversubscribedSpinPolls : check && Clock::now() - since_ >= kSpinTime) {
         phase_ = Phase::kYield;
       }
       DCOMM_CPU_RELAX();
       return;
-    case Phase::kYield:
-      if (check && Clock::now() - since_ >= kYieldTime) phase_ = Phase::kSleep;
+    case Phase::kYield: {
+      const Clock::time_point before = Clock::now();
+      if (before - since_ >= kYieldTime) phase_ = Phase::kSleep;
       sched_yield();
+      // Something else ran on this core meanwhile (a peer put here by the scheduler, another job): shared now.
+      const Clock::time_point after = Clock::now();
+      if (after - before >= kSharedYield) {
+        g_shared_until.store(ticks(after + kSharedFor), std::memory_order_relaxed);
+      }
       return;
+    }
     case Phase::kSleep: {
       auto step = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - since_ - kYieldTime) / 8;
       std::this_thread::sleep_for(std::clamp(step, std::chrono::microseconds(20), max_sleep_));

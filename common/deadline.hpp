@@ -48,14 +48,24 @@ std::string format_bytes(std::size_t bytes);
 ///   - the rank's own: a small message's answer comes within a microsecond or two, and a yield is a system call
 ///     (0.3 µs or more on a VM) that would add to the latency's tail, so the waiter spins for kSpinTime before it
 ///     yields; the core has nothing else of this job's to run.
+/// Affinity does not say everything: ranks allowed every core (mpirun --bind-to none) are sometimes put on one core
+/// by the scheduler for a while, and then every wait spun kSpinTime before the peer could run (session 10: an
+/// unbound all_reduce of 64 KiB took 103-146 µs a call, p50, for a whole size, against 5-8 µs). So a yield is timed:
+/// one that returns after kSharedYield, or later, let something else run on this core, which is shared right now;
+/// every wait of the process then spins only kOversubscribedSpinPolls until kSharedFor has passed without such a
+/// yield (core_shared_now()).
 class Backoff {
  public:
   static constexpr std::chrono::microseconds kSpinTime{20};
   static constexpr unsigned kOversubscribedSpinPolls = 4;
   static constexpr std::chrono::microseconds kYieldTime{2000};
+  static constexpr std::chrono::microseconds kSharedYield{5};
+  static constexpr std::chrono::milliseconds kSharedFor{20};
   explicit Backoff(std::chrono::microseconds max_sleep = std::chrono::microseconds(1000)) : max_sleep_(max_sleep) {}
   /// Process-wide: whether this node runs more ranks than this process has cores.
   static void set_oversubscribed(bool oversubscribed) noexcept;
+  /// Process-wide: whether a yield within the last kSharedFor let something else run on its core (tests).
+  static bool core_shared_now() noexcept;
   void pause();
   void reset() {
     polls_ = 0;
@@ -67,6 +77,7 @@ class Backoff {
   std::chrono::microseconds max_sleep_;
   unsigned polls_ = 0;
   Phase phase_ = Phase::kSpin;
+  bool short_spin_ = false;  ///< this wait spins briefly: cores shared, by placement or by a recent slow yield
   Clock::time_point since_{};
 };
 

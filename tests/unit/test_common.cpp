@@ -6,6 +6,11 @@
 #include "common/env.hpp"
 #include "common/log.hpp"
 
+#include <pthread.h>
+#include <sched.h>
+
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <thread>
 
@@ -39,6 +44,56 @@ TEST_CASE("deadlines expire and report their timeout", "[common]") {
   CHECK_FALSE(Deadline::never().expired());
   CHECK(format_duration(std::chrono::milliseconds(1500)) == "1.5 s");
   CHECK(format_bytes(4u << 20) == "4.0 MiB");
+}
+
+TEST_CASE("a wait whose yield let another thread run on its core spins only briefly from then on", "[common]") {
+  // Two threads pinned to one CPU, as ranks that the scheduler put on one core although each may run anywhere
+  // (mpirun --bind-to none): the waiter's spin cannot let the other run; its first yield does, and returns only
+  // after the other's 300 us of work. From then on, Backoff::core_shared_now() (every wait spins 4 polls).
+  cpu_set_t allowed;
+  REQUIRE(sched_getaffinity(0, sizeof(allowed), &allowed) == 0);
+  int cpu = 0;
+  while (cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &allowed)) ++cpu;
+  REQUIRE(cpu < CPU_SETSIZE);
+  auto pin = [cpu] {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    return pthread_setaffinity_np(pthread_self(), sizeof(one), &one) == 0;
+  };
+  // A scheduler tick may preempt the waiter within its 20 us of spin (then no yield of its own ran): up to 5 tries.
+  bool pinned = true;
+  for (int attempt = 0; attempt < 5 && pinned && !Backoff::core_shared_now(); ++attempt) {
+    std::atomic<int> stage{0};
+    std::atomic<bool> pinned_other{false};
+    std::thread other([&] {
+      pinned_other = pin();
+      stage.store(1);
+      // Busy on the shared CPU for 300 us once the waiter has started waiting, then answer.
+      while (stage.load() < 2) {
+      }
+      const auto t0 = std::chrono::steady_clock::now();
+      while (std::chrono::steady_clock::now() - t0 < std::chrono::microseconds(300)) {
+      }
+      stage.store(3);
+    });
+    bool pinned_me = false;
+    std::thread waiter([&] {
+      pinned_me = pin();
+      while (stage.load() < 1) std::this_thread::yield();
+      stage.store(2);
+      Backoff backoff;
+      while (stage.load() < 3) backoff.pause();
+    });
+    waiter.join();
+    other.join();
+    pinned = pinned_me && pinned_other;
+  }
+  REQUIRE(pinned);
+  CHECK(Backoff::core_shared_now());
+  // It passes: kSharedFor without a slow yield and the core is this process's own again.
+  std::this_thread::sleep_for(Backoff::kSharedFor + std::chrono::milliseconds(5));
+  CHECK_FALSE(Backoff::core_shared_now());
 }
 
 TEST_CASE("environment integers are validated, naming the variable", "[common]") {
