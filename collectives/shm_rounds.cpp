@@ -146,6 +146,34 @@ class RoundCopies {
   double seconds_ = 0;
 };
 
+// The rounds of shm_rounds_blocks and shm_rounds_reduce_scatter, one barrier each: round 0's copies into this
+// rank's window half, then per round k the fence and barrier that tell the others (steps alternating with k's
+// parity: a rank is never more than one round ahead of another), `work(k)` (reductions out of the others'
+// windows), and round k's copies out interleaved with round k + 1's copies in. A rank writes a half again two
+// rounds later, after every rank has passed the barrier of the round in between, so finished reading it. The
+// callers lay out round k in half ((w.calls at the call) + k) % 2.
+template <typename CopiesIn, typename CopiesOut, typename Work>
+void run_rounds(Context& c, Windows& w, std::size_t rounds, bool cached, const CopiesIn& copies_in,
+                const CopiesOut& copies_out, const Work& work) {
+  const auto lg = static_cast<uint32_t>(pattern::ceil_log2(c.size()));
+  const uint64_t first_round = w.calls;
+  std::vector<Copy> outs, ins;
+  RoundCopies copies(c, cached);
+  copies_in(0, ins);
+  copies.run({}, ins);
+  for (std::size_t k = 0; k < rounds; ++k) {
+    stream_copy_fence();  // the copies in before the barrier that tells the others
+    barrier(c, 2 * lg + static_cast<uint32_t>((first_round + k) % 2) * lg);
+    ++w.calls;
+    work(k);
+    outs.clear();
+    ins.clear();
+    copies_out(k, outs);
+    if (k + 1 < rounds) copies_in(k + 1, ins);
+    copies.run(outs, ins);
+  }
+}
+
 }  // namespace
 
 bool shm_rounds_reduce(Context& c, int root) {
@@ -268,7 +296,6 @@ bool shm_rounds_reduce_scatter(Context& c) {
     w.unavailable = !grow(c, w, up * lane, std::max(up * lane, up * part_limit), 0);
   }
   if (w.unavailable) return false;
-  const auto lg = static_cast<uint32_t>(pattern::ceil_log2(p));
   const uint64_t first_round = w.calls;
   const std::size_t rounds = (count + part - 1) / part;
   auto half = [&](std::size_t k) { return ((first_round + k) % 2) * w.capacity; };
@@ -296,21 +323,7 @@ bool shm_rounds_reduce_scatter(Context& c) {
       }
     }
   };
-  std::vector<Copy> ins;
-  RoundCopies copies(c, cached);
-  copies_in(0, ins);
-  copies.run({}, ins);
-  for (std::size_t k = 0; k < rounds; ++k) {
-    stream_copy_fence();  // the copies in before the barrier that tells the others
-    barrier(c, 2 * lg + static_cast<uint32_t>((first_round + k) % 2) * lg);
-    ++w.calls;
-    reduce_part(k);
-    if (k + 1 < rounds) {
-      ins.clear();
-      copies_in(k + 1, ins);
-      copies.run({}, ins);
-    }
-  }
+  run_rounds(c, w, rounds, cached, copies_in, [](std::size_t, std::vector<Copy>&) {}, reduce_part);
   return true;
 }
 
@@ -391,7 +404,6 @@ bool shm_rounds_blocks(Context& c) {
     }
     if (w.unavailable) return false;
     const bool stream = a.recv.bytes() >= kStreamBytes;
-    const auto lg = static_cast<uint32_t>(pattern::ceil_log2(p));
     const uint64_t first_round = w.calls;
     const std::size_t rounds = (f.bytes + part - 1) / part;
     auto half = [&](std::size_t k) { return ((first_round + k) % 2) * w.capacity; };
@@ -420,21 +432,7 @@ bool shm_rounds_blocks(Context& c) {
         if (f.reads(q)) v.push_back({block(q) + at, w.win->of(q) + half(k) + f.lane(r, part), len, stream});
       }
     };
-    std::vector<Copy> outs, ins;
-    RoundCopies copies(c, cached);
-    copies_in(0, ins);
-    copies.run({}, ins);
-    for (std::size_t k = 0; k < rounds; ++k) {
-      stream_copy_fence();  // the copies in before the barrier that tells the others
-      // Consecutive rounds use different steps: a rank is never more than one round ahead of another.
-      barrier(c, 2 * lg + static_cast<uint32_t>((first_round + k) % 2) * lg);
-      ++w.calls;
-      outs.clear();
-      ins.clear();
-      copies_out(k, outs);
-      if (k + 1 < rounds) copies_in(k + 1, ins);
-      copies.run(outs, ins);
-    }
+    run_rounds(c, w, rounds, cached, copies_in, copies_out, [](std::size_t) {});
     if (stream) stream_copy_fence();
   } else if (own && !f.rooted() && f.bytes > 0 && sent(r) != block(r)) {
     std::memmove(block(r), sent(r), f.bytes);  // one rank, or nothing to send: its own block alone
