@@ -2,11 +2,16 @@
 // same run, so the kernel can be judged against what the memory system gives a plain copy. A reduction of n bytes
 // reads 2n and writes n; a copy reads n and writes n. Both columns report bytes of memory traffic per second, and
 // "reduce/copy" their ratio (1.0: the kernel streams as fast as the copy engine path).
+// `--latency` instead times, as the host sees them, the device steps a collective on device buffers waits for: a
+// kernel launch then polling its stream, an 8-byte and a 1 MiB device copy then polling their event, exporting an
+// allocation for IPC. Run two at once on one GPU to see what another process's context costs each step.
 // Exits 77 without a CUDA device, so its smoke test skips on CPU-only machines.
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -45,6 +50,62 @@ class Timer {
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
 };
 
+// Host-observed microseconds of `step` (which queues work and waits for it): median, 90th percentile, max.
+template <typename Step>
+void latency_row(const char* name, int iters, Step step) {
+  step();
+  std::vector<double> us;
+  us.reserve(static_cast<std::size_t>(iters));
+  for (int i = 0; i < iters; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    step();
+    us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(us.begin(), us.end());
+  fmt::print("{:<44} {:>10.1f} {:>10.1f} {:>10.1f}\n", name, us[us.size() / 2], us[us.size() * 9 / 10], us.back());
+}
+
+int latency(int iters) {
+  cudaStream_t stream = nullptr;
+  cuda::check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  cudaEvent_t event = nullptr;
+  cuda::check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate");
+  const std::size_t big = 1u << 20;
+  test::DeviceMemory a(big), b(big);
+  cuda::check(cudaMemset(a.data(), 0, big), "memset");
+  cuda::check(cudaMemset(b.data(), 0, big), "memset");
+  const auto wait = [&](const char* what) {
+    cuda::wait_event(event, Deadline::after(std::chrono::seconds(10)), what);
+  };
+  fmt::print("{:<44} {:>10} {:>10} {:>10}\n", "host-observed step (us)", "p50", "p90", "max");
+  latency_row("reduce kernel, 2 floats + poll stream", iters, [&] {
+    coll::reduce_cuda(a.data(), b.data(), 2, DType::kFloat32, ReduceOp::kSum, stream);
+    coll::synchronize_cuda(stream, Deadline::after(std::chrono::seconds(10)), "latency");
+  });
+  latency_row("copy 8 B + event + poll", iters, [&] {
+    cuda::check(cudaMemcpyAsync(a.data(), b.data(), 8, cudaMemcpyDeviceToDevice, stream), "copy");
+    cuda::check(cudaEventRecord(event, stream), "record");
+    wait("copy 8 B");
+  });
+  latency_row("copy 1 MiB + event + poll", iters, [&] {
+    cuda::check(cudaMemcpyAsync(a.data(), b.data(), big, cudaMemcpyDeviceToDevice, stream), "copy");
+    cuda::check(cudaEventRecord(event, stream), "record");
+    wait("copy 1 MiB");
+  });
+  latency_row("reduce kernel 1 MiB + poll stream", iters, [&] {
+    coll::reduce_cuda(a.data(), b.data(), big / 4, DType::kFloat32, ReduceOp::kSum, stream);
+    coll::synchronize_cuda(stream, Deadline::after(std::chrono::seconds(10)), "latency");
+  });
+  latency_row("cudaIpcGetMemHandle", iters, [&] {
+    cudaIpcMemHandle_t h;
+    cuda::check(cudaIpcGetMemHandle(&h, a.data()), "cudaIpcGetMemHandle");
+  });
+  latency_row("cudaStreamQuery (idle stream)", iters, [&] { (void)cudaStreamQuery(stream); });
+  (void)cudaEventDestroy(event);
+  (void)cudaStreamDestroy(stream);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -57,6 +118,8 @@ int main(int argc, char** argv) {
   app.add_option("--iters", iters, "timed calls per size")->check(CLI::PositiveNumber);
   app.add_option("--dtype", dtype_name, "element type");
   app.add_option("--op", op_name, "reduction");
+  bool latency_only = false;
+  app.add_flag("--latency", latency_only, "time the host-observed latency of single device steps instead");
   CLI11_PARSE(app, argc, argv);
   DType dtype{};
   ReduceOp op{};
@@ -68,6 +131,7 @@ int main(int argc, char** argv) {
     std::puts("no CUDA device: skipping");
     return 77;
   }
+  if (latency_only) return latency(iters);
   cudaDeviceProp prop{};
   cuda::check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
   cudaStream_t stream = nullptr;
