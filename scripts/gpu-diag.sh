@@ -7,8 +7,12 @@
 # again under MPS where the image has it. Each step bounded; about 5 minutes. Logs in $OUT (or /tmp/gpu-out).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-out=${OUT:-/tmp/gpu-out}
+top=${OUT:-/tmp/gpu-out}
+out=$top/logs  # the device tool brings back at most 8 files: every log goes into diag-logs.tgz
 mkdir -p "$out"
+# DIAG_STEPS picks sections (default all): lat sendrecv allreduce check four staged gloo mps chunks
+steps=" ${DIAG_STEPS:-lat sendrecv allreduce check four staged gloo mps} "
+want() { [[ "$steps" == *" $1 "* ]]; }
 export PATH=/usr/local/cuda/bin:$PATH
 kit=()
 [ -d .gpukit/include ] && kit=(-Dheader_kit=.gpukit/include)
@@ -27,52 +31,64 @@ step build
 ninja -C build-gpu tools/dcomm-run tools/bench/dcomm-bench tests/cuda/dcomm-cuda-bench > "$out/build.log" 2>&1 ||
   { grep -E "error|Error" -A4 "$out/build.log" | head -60; exit 1; }
 
-step "single device steps, one process"
-timeout 30 $lat --latency --iters 300
-step "single device steps, two processes at once"
-timeout 30 $lat --latency --iters 300 > "$out/lat-a.txt" 2>&1 &
-timeout 30 $lat --latency --iters 300 > "$out/lat-b.txt" 2>&1
-wait
-cat "$out/lat-a.txt" "$out/lat-b.txt"
-
+lat_pair() {  # LABEL: two latency tables at once on the one GPU
+  timeout 30 $lat --latency --iters 300 > "$out/$1-a.txt" 2>&1 &
+  timeout 30 $lat --latency --iters 300 > "$out/$1-b.txt" 2>&1
+  wait
+  cat "$out/$1-a.txt" "$out/$1-b.txt"
+}
+if want lat; then
+  step "single device steps, one process"
+  timeout 30 $lat --latency --iters 300 2>&1
+  step "single device steps, two processes at once"
+  lat_pair lat
+fi
 bench() {  # LABEL NPROC ARGS... ; env through DIAG_ENV
   local label=$1 n=$2
   shift 2
-  timeout 60 env ${DIAG_ENV:-} $run --nproc-per-node "$n" --standalone -- $b --device cuda "$@" \
+  timeout 60 env ${DIAG_ENV:-} $run --nproc-per-node "$n" --standalone --log-dir "$out/rank-logs-$label" --tee 3 \
+    -- $b --device cuda "$@" \
     --json "$out/$label.json" > "$out/$label.txt" 2>&1
-  echo "-- $label: exit $?"
-  grep -vE "^\s*$" "$out/$label.txt" | grep -vE "^#\s*$" | head -40
+  local rc=$?
+  echo "-- $label: exit $rc"
+  if [ $rc -ne 0 ]; then
+    for f in "$out/rank-logs-$label"/*/attempt_0/*/stderr.log; do echo "   $f:"; tail -4 "$f" | cut -c1-400; done
+  fi
+  grep -E "^\[rank 0\]: +[0-9]|error|FAILED" "$out/$label.txt" | cut -c1-330 | head -40
 }
-step "device send/recv, 2 ranks"
-bench sendrecv-2 2 sendrecv -b 8 -e 64M -f 16 -n 50 -w 10
-step "device all_reduce, 2 ranks, no check"
-bench allreduce-2 2 all_reduce -b 8 -e 256M -f 8 -n 20 -w 5 --algo auto,ring,one_to_all
-step "device all_reduce, 2 ranks, --check (session 9's numbers had it)"
-bench allreduce-2-check 2 all_reduce -b 1M -e 16M -f 16 -n 20 -w 5 --check
-step "device all_reduce, 4 ranks"
-bench allreduce-4 4 all_reduce -b 8 -e 256M -f 32 -n 20 -w 5
-step "device all_reduce, 2 ranks staged through host memory"
-DIAG_ENV=DCOMM_TRANSPORT=shm bench allreduce-2-staged 2 all_reduce -b 8 -e 256M -f 32 -n 20 -w 5
+want sendrecv && { step "device send/recv, 2 ranks"; bench sendrecv-2 2 sendrecv -b 8 -e 64M -f 16 -n 50 -w 10; }
+want allreduce && { step "device all_reduce, 2 ranks, no check"
+  bench allreduce-2 2 all_reduce -b 8 -e 16M -f 8 -n 20 -w 5 --algo auto,ring,one_to_all; }
+want check && { step "device all_reduce, 2 ranks, --check (session 9's numbers had it)"
+  bench allreduce-2-check 2 all_reduce -b 1M -e 16M -f 16 -n 20 -w 5 --check; }
+want four && { step "device all_reduce, 4 ranks"; bench allreduce-4 4 all_reduce -b 8 -e 256M -f 32 -n 20 -w 5; }
+want staged && { step "device all_reduce, 2 ranks staged through host memory"
+  DIAG_ENV=DCOMM_TRANSPORT=shm bench allreduce-2-staged 2 all_reduce -b 8 -e 256M -f 32 -n 20 -w 5; }
+want gloo && { step "peer: gloo all_reduce on CUDA tensors, torch.distributed, 2 ranks"
+  timeout 90 python3 scripts/gpu-peer-gloo.py 2>&1 | tail -20; }
 
-step "peer: gloo all_reduce on CUDA tensors, torch.distributed, 2 ranks"
-timeout 90 python3 scripts/gpu-peer-gloo.py 2>&1 | tail -20
-
-if command -v nvidia-cuda-mps-control > /dev/null; then
+if want mps && command -v nvidia-cuda-mps-control > /dev/null; then
   step "MPS"
   export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
   mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
   if nvidia-cuda-mps-control -d; then
-    timeout 30 $lat --latency --iters 300 > "$out/lat-mps-a.txt" 2>&1 &
-    timeout 30 $lat --latency --iters 300 > "$out/lat-mps-b.txt" 2>&1
-    wait
-    cat "$out/lat-mps-a.txt" "$out/lat-mps-b.txt"
+    want lat && lat_pair lat-mps
     bench allreduce-2-mps 2 all_reduce -b 8 -e 256M -f 8 -n 20 -w 5
-    bench sendrecv-2-mps 2 sendrecv -b 8 -e 64M -f 16 -n 50 -w 10
+    want sendrecv && bench sendrecv-2-mps 2 sendrecv -b 8 -e 64M -f 16 -n 50 -w 10
+    if want chunks; then
+      for chunk in 524288 8388608 67108864; do
+        DIAG_ENV=DCOMM_CHUNK_BYTES=$chunk bench "algos-mps-chunk$chunk" 2 all_reduce -b 1M -e 256M -f 16 -n 10 -w 3 \
+          --algo all
+      done
+      DIAG_ENV=DCOMM_CHUNK_BYTES=8388608 bench allreduce-4-mps-chunk8M 4 all_reduce -b 1M -e 256M -f 16 -n 10 -w 3 \
+        --algo all
+    fi
     echo quit | nvidia-cuda-mps-control
     tail -5 $CUDA_MPS_LOG_DIRECTORY/control.log 2>/dev/null
+    cp -r $CUDA_MPS_LOG_DIRECTORY "$out/mps-log" 2>/dev/null
   fi
-else
+elif want mps; then
   echo "no nvidia-cuda-mps-control"
 fi
 step done
-tar czf "$out/diag-logs.tgz" -C "$out" --exclude diag-logs.tgz . 2>/dev/null
+tar czf "$top/diag-logs.tgz" -C "$out" . 2>/dev/null
