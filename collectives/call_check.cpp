@@ -85,6 +85,11 @@ std::string first_difference(const CallDescriptor& a, const CallDescriptor& b) {
   if (a.count != b.count) return fmt::format("count {} vs {}", a.count, b.count);
   if (a.op != b.op) return fmt::format("op {} vs {}", op(a.op), op(b.op));
   if (a.root != b.root) return fmt::format("root {} vs {}", a.root, b.root);
+  if (a.device != b.device) {
+    return fmt::format("buffers on {} vs {} (one call's buffers must be on the same kind of memory on every rank: "
+                       "device calls are cut into larger pieces)",
+                       a.device ? "a device" : "host", b.device ? "a device" : "host");
+  }
   return fmt::format("algorithm {} vs {}", a.algorithm, b.algorithm);
 }
 
@@ -101,6 +106,7 @@ CallDescriptor describe_call(const Args& args, const char* algorithm) {
   d.op = reducing(c) ? static_cast<uint8_t>(args.red.op) : 0;
   d.root = rooted(c) ? args.root : 0;
   std::strncpy(d.algorithm, algorithm, sizeof d.algorithm - 1);
+  d.device = c == Collective::kBarrier || device_of(args).is_host() ? 0 : 1;
   return d;
 }
 
@@ -110,7 +116,7 @@ std::string to_string(const CallDescriptor& d) {
                               to_string(static_cast<DType>(d.dtype)), d.count);
   if (reducing(c)) s += fmt::format(", op {}", to_string(static_cast<ReduceOp>(d.op)));
   if (rooted(c)) s += fmt::format(", root {}", d.root);
-  return s + fmt::format(", algorithm {})", d.algorithm);
+  return s + fmt::format(", algorithm {}{})", d.algorithm, d.device ? ", device buffers" : "");
 }
 
 void check_calls_match(const Context& c, const CallDescriptor* mine, CheckRider* rider, std::string_view invalid) {

@@ -32,7 +32,12 @@ struct CallDescriptor {
   int32_t root = 0;
   uint64_t count = 0;
   char algorithm[32] = {};
+  /// 1 where the call's elements are on a device: device calls pipeline in larger pieces (kDefaultDeviceChunkBytes),
+  /// so a rank on host memory and one on device memory would cut the same call differently.
+  uint8_t device = 0;
+  uint8_t reserved[7] = {};  ///< no padding: descriptors are compared with memcmp
 };
+static_assert(sizeof(CallDescriptor) == 56, "every byte of a descriptor is a field (compared with memcmp)");
 
 /// `algorithm`: the name of the algorithm chosen (empty for a call that failed validation: it runs none).
 CallDescriptor describe_call(const Args& args, const char* algorithm);

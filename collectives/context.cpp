@@ -17,6 +17,8 @@ const Buffer& primary(const Args& a) { return a.send.data != nullptr || a.send.c
 
 }  // namespace
 
+const Device& device_of(const Args& args) { return primary(args).device; }
+
 Context::Context(const Args& a, const GroupView& v, const Deadline& d, uint64_t s, std::string_view w,
                  std::size_t chunk)
     : args(a),

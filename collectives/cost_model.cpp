@@ -54,11 +54,23 @@ CostParams priced_for(const GroupView& view, CostParams p) {
   return p;
 }
 
+CostParams device_priced(CostParams p) {
+  p.alpha = p.alpha_intra = kDeviceAlpha;
+  p.beta = p.beta_intra = kDeviceBeta;
+  p.gamma = kDeviceGamma;
+  p.chunk_bytes = p.device_chunk_bytes;
+  p.cached_windows = false;  // no window row runs on device memory
+  p.window_read_beta = -1;
+  return p;
+}
+
 std::vector<Prediction> predict(const Args& args, const GroupView& view, const CostParams& group_params) {
   std::vector<Prediction> out;
-  const CostParams params = priced_for(view, group_params);
+  const CostParams host = priced_for(view, group_params);
+  const CostParams params = device_of(args).is_host() ? host : device_priced(host);
   double n = model_bytes(args, view.size);
-  const double check = call_check_cost(params, view.size);  // paid by those that do not carry it themselves
+  // Paid by those that do not carry it themselves; its messages are host ones whatever the buffers.
+  const double check = call_check_cost(host, view.size);
   // A reduction's engine copies the input into the work buffer before a row that does not read the input where it
   // lies (engine.cpp, run_reducing; a no-op in place): a memcpy of n bytes, two bytes of memory traffic per byte
   // where γ stands for about four. Left out, the model could not tell all_reduce[cma] (which reads the input in
@@ -90,9 +102,10 @@ const Algorithm* cheapest(const Args& args, const GroupView& view, const CostPar
   return best;
 }
 
-Args sample_args(Collective c, std::size_t bytes, int size) {
+Args sample_args(Collective c, std::size_t bytes, int size, Device device) {
   Args a;
   a.coll = c;
+  a.send.device = a.recv.device = device;
   auto per_rank = bytes / static_cast<std::size_t>(size > 0 ? size : 1);
   switch (c) {
     case Collective::kAllGather:

@@ -21,13 +21,22 @@ struct Prediction {
 double model_bytes(const Args& args, int size);
 /// `p` with the group's shape filled in (nodes, ranks per node), as the hierarchical rows need.
 CostParams priced_for(const GroupView& view, CostParams p);
+/// Calls on device buffers (measured on an H100, two processes on the one GPU under MPS, 2026-11, docs/cuda.md):
+/// a message costs ~25 us (sendrecv of 8 B one way: an IPC export, the receiver's copy, the poll of its event,
+/// the ack) and 8 MiB more only ~3 us of it, a reduction kernel moves ~2.9 TB/s. β is priced for a link between
+/// GPUs (NVLink-class, 200 GB/s), not the one GPU's memory, so that choices carry over to a GPU per rank.
+inline constexpr double kDeviceAlpha = 25e-6;
+inline constexpr double kDeviceBeta = 1.0 / 200e9;
+inline constexpr double kDeviceGamma = 4.0 / 2.9e12;
+/// `p` priced for a call on device buffers: the device's α, β, γ, and its pipelining unit (device_chunk_bytes).
+CostParams device_priced(CostParams p);
 /// Every algorithm of args.coll that supports the call, with its predicted time, in table order.
 std::vector<Prediction> predict(const Args& args, const GroupView& view, const CostParams& params);
 /// The cheapest of predict() other than by_name_only rows (ties go to the earlier row), or null when none
 /// supports the call.
 const Algorithm* cheapest(const Args& args, const GroupView& view, const CostParams& params);
-/// A representative call of `c` moving `bytes` (uint8 elements), for explain() and tests.
-Args sample_args(Collective c, std::size_t bytes, int size);
+/// A representative call of `c` moving `bytes` (uint8 elements) on `device`, for explain() and tests.
+Args sample_args(Collective c, std::size_t bytes, int size, Device device = Device::host());
 
 /// Reads {"alpha_s": ..., "beta_s_per_byte": ..., "gamma_s_per_byte": ..., "alpha_intra_s": ...,
 /// "beta_intra_s_per_byte": ...} (each optional; the intra-node pair defaults to alpha and beta); throws

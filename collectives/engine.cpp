@@ -38,10 +38,11 @@ constexpr auto kSettleTimeout = std::chrono::seconds(5);
 
 class EngineImpl final : public Engine {
  public:
-  EngineImpl(GroupView view, std::size_t chunk_bytes, bool check_calls, CostParams params, std::string source,
-             std::map<Collective, std::string> env_forced)
+  EngineImpl(GroupView view, std::size_t chunk_bytes, std::size_t device_chunk_bytes, bool check_calls,
+             CostParams params, std::string source, std::map<Collective, std::string> env_forced)
       : view_(std::move(view)),
         chunk_bytes_(chunk_bytes),
+        device_chunk_bytes_(device_chunk_bytes),
         check_calls_(check_calls),
         selector_(params, std::move(source), std::move(env_forced)) {}
   ~EngineImpl() override {
@@ -66,7 +67,7 @@ class EngineImpl final : public Engine {
     const Algorithm* algo = repeat_.algo;
     if (args.chosen_algorithm != nullptr) args.chosen_algorithm->store(algo->name, std::memory_order_relaxed);
     PerAlgorithm& mine = *repeat_.mine;
-    Context ctx(args, view_, deadline, seq, mine.what, chunk_bytes_);
+    Context ctx(args, view_, deadline, seq, mine.what, chunk_for(args));
     ctx.state = &mine.state;
     if (reprobe_calls_ > 0) ctx.windows = &watch_;
     // Memory is taken before the check, so that a rank that cannot have it tells every rank in the check instead
@@ -124,13 +125,13 @@ class EngineImpl final : public Engine {
 
   void set_algorithm(Collective c, const std::string& name) override { selector_.set_override(c, name); }
 
-  std::string explain(Collective c, std::size_t bytes) const override {
+  std::string explain(Collective c, std::size_t bytes, Device device) const override {
     GroupView view;
     {
       std::lock_guard<std::mutex> lock(view_mutex_);  // run() may be replacing its topology on another thread
       view = view_;
     }
-    return selector_.explain(c, bytes, view);
+    return selector_.explain(c, bytes, view, device);
   }
 
  private:
@@ -200,13 +201,19 @@ class EngineImpl final : public Engine {
     if (!algorithm.empty() || !shape.cacheable) repeat_.shape = CallShape{};
   }
 
+  // The pipelining unit: a device message costs ~50 host ones (kDefaultDeviceChunkBytes). The call check compares
+  // where every rank's buffers are (CallDescriptor::device), so every rank of a call cuts it alike.
+  std::size_t chunk_for(const Args& args) const {
+    return device_of(args).is_host() ? chunk_bytes_ : device_chunk_bytes_;
+  }
+
   // A call this rank cannot run: it takes part in the call check marked invalid (check_calls_match throws the
   // same error on every rank), or, with the check off, throws here alone.
   [[noreturn]] void refuse(const Args& args, const Deadline& deadline, uint64_t seq, const std::string& problem) const {
     const std::string what =
         fmt::format("{}{} rank {}/{}", to_string(args.coll), args.vector_variant ? "_v" : "", view_.rank, view_.size);
     if (check_calls_ && view_.size > 1) {
-      Context ctx(args, view_, deadline, seq, what, chunk_bytes_);
+      Context ctx(args, view_, deadline, seq, what, chunk_for(args));
       CallDescriptor call = describe_call(args, "");
       check_calls_match(ctx, &call, nullptr, problem);
       throw Error(ErrorCode::kInternal, fmt::format("{}: the call check let an invalid call pass", what));
@@ -302,6 +309,7 @@ class EngineImpl final : public Engine {
   int slow_calls_ = 0;     ///< this rank's calls in a row whose windows were slow: told the group at a check
   double bytes_since_probe_ = 0;
   std::size_t chunk_bytes_;
+  std::size_t device_chunk_bytes_;
   bool check_calls_;
   Selector selector_;
   std::vector<PerAlgorithm> per_algorithm_{algorithm_table().size()};
@@ -339,6 +347,13 @@ std::unique_ptr<Engine> Engine::create(const GroupView& group, const EngineOptio
                         ? static_cast<long long>(opts.chunk_bytes)
                         : env::get_int("DCOMM_CHUNK_BYTES", static_cast<long long>(kDefaultChunkBytes));
   if (chunk <= 0) throw InvalidUsageError(fmt::format("DCOMM_CHUNK_BYTES={} must be positive", chunk));
+  const long long device_chunk =
+      opts.device_chunk_bytes > 0
+          ? static_cast<long long>(opts.device_chunk_bytes)
+          : env::get_int("DCOMM_DEVICE_CHUNK_BYTES", static_cast<long long>(kDefaultDeviceChunkBytes));
+  if (device_chunk <= 0) {
+    throw InvalidUsageError(fmt::format("DCOMM_DEVICE_CHUNK_BYTES={} must be positive", device_chunk));
+  }
   if (!view.hierarchy) view.hierarchy = build_hierarchy(view);  // local: every rank reads the same host ids
   // How the shared-memory rows fill their windows (collectives/window_probe.hpp); plain stores are not measured
   // where ranks share cores.
@@ -361,10 +376,12 @@ std::unique_ptr<Engine> Engine::create(const GroupView& group, const EngineOptio
   CostParams params = fit_cost_model(view, static_cast<std::size_t>(chunk), &source);
   if (!windows.empty()) source += "; shared-memory windows: " + windows;
   params.check_calls = check;
+  params.device_chunk_bytes = static_cast<double>(device_chunk);
   GroupView with_slots = view;
   with_slots.slots = make_slots(view, static_cast<std::size_t>(chunk));
-  auto engine = std::make_unique<EngineImpl>(std::move(with_slots), static_cast<std::size_t>(chunk), check, params,
-                                             std::move(source), std::move(forced));
+  auto engine = std::make_unique<EngineImpl>(std::move(with_slots), static_cast<std::size_t>(chunk),
+                                             static_cast<std::size_t>(device_chunk), check, params, std::move(source),
+                                             std::move(forced));
   // Only with the call check on: without it the ranks' calls may differ, and so may their counts.
   if (reprobe && check) engine->measure_windows_again(static_cast<uint64_t>(
       std::max<long long>(1, env::get_int("DCOMM_SHM_REPROBE_CALLS", static_cast<long long>(kReprobeCalls)))));

@@ -49,8 +49,18 @@ struct GroupView {
   std::shared_ptr<const Hierarchy> hierarchy;
 };
 
+/// Each message between GPUs costs ~25 us (an IPC export, the peer's copy and the completion's poll: measured on
+/// an H100 in 2026-11, docs/cuda.md), where 8 MiB more of a copy costs ~3 us: device calls pipeline in pieces this
+/// large (host calls in 512 KiB, which would make a 16 MiB device all_reduce[ring] 5x slower).
+inline constexpr std::size_t kDefaultDeviceChunkBytes = std::size_t{8} << 20;
+
+/// The device a call's elements are on (its send buffer, or its receive buffer where it sends none).
+const Device& device_of(const Args& args);
+
 struct EngineOptions {
   std::size_t chunk_bytes = 0;  ///< pipelining chunk; 0: DCOMM_CHUNK_BYTES, else the default
+  /// Pipelining chunk of calls on device buffers; 0: DCOMM_DEVICE_CHUNK_BYTES, else kDefaultDeviceChunkBytes.
+  std::size_t device_chunk_bytes = 0;
   bool check_calls = true;      ///< exchange a call descriptor to catch mismatched calls
 };
 
@@ -73,7 +83,7 @@ class Engine {
   virtual void run(const Args& args, const std::string& algorithm, const Deadline& deadline, uint64_t seq,
                    std::string_view problem = {}) = 0;
   virtual void set_algorithm(Collective c, const std::string& name) = 0;
-  virtual std::string explain(Collective c, std::size_t bytes) const = 0;
+  virtual std::string explain(Collective c, std::size_t bytes, Device device = Device::host()) const = 0;
 };
 
 }  // namespace dcomm::coll

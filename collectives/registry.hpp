@@ -25,6 +25,9 @@ struct CostParams {
   double alpha_intra = 5e-6;
   double beta_intra = 1e-10;
   double chunk_bytes = 512.0 * 1024;
+  /// The pipelining unit of calls on device buffers (EngineOptions::device_chunk_bytes); predict() prices such
+  /// calls with it and with the device's α, β, γ (device_priced).
+  double device_chunk_bytes = 8.0 * 1024 * 1024;
   int nodes = 1;
   int local = 1;
   int min_local = 1;  ///< ranks on the emptiest node: a node with fewer serves several rails

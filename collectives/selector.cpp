@@ -175,12 +175,16 @@ const Algorithm& Selector::choose_unnamed(const Args& args, const GroupView& vie
   return *best;
 }
 
-std::string Selector::explain(Collective c, std::size_t bytes, const GroupView& view) const {
-  Args args = sample_args(c, bytes, view.size);
-  std::string out =
-      fmt::format("{} of {} on {} ranks (alpha {}, beta {:.3f} ns/B, gamma {:.3f} ns/B, chunk {}; from the {}):\n",
-                  to_string(c), format_bytes(bytes), view.size, format_seconds(params_.alpha), params_.beta * 1e9,
-                  params_.gamma * 1e9, format_bytes(static_cast<std::size_t>(params_.chunk_bytes)), params_source_);
+std::string Selector::explain(Collective c, std::size_t bytes, const GroupView& view, Device device) const {
+  Args args = sample_args(c, bytes, view.size, device);
+  const bool on_device = !device.is_host();
+  const CostParams shown = on_device ? device_priced(params_) : params_;
+  std::string out = fmt::format(
+      "{} of {} on {} ranks{} (alpha {}, beta {:.3f} ns/B, gamma {:.4f} ns/B, chunk {}; from the {}):\n",
+      to_string(c), format_bytes(bytes), view.size, on_device ? fmt::format(", buffers on {}", to_string(device)) : "",
+      format_seconds(shown.alpha), shown.beta * 1e9, shown.gamma * 1e9,
+      format_bytes(static_cast<std::size_t>(shown.chunk_bytes)),
+      on_device ? "device's costs (docs/cuda.md); the call check's messages at the host's" : params_source_);
   if (view.hierarchy) {
     const Topology& t = view.hierarchy->topo;
     out += fmt::format("topology: {}\n", t.describe());

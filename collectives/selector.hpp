@@ -33,7 +33,7 @@ class Selector {
   void set_override(Collective c, const std::string& name);
   /// Throws InvalidUsageError for an unknown name, or a named algorithm that cannot run this call.
   const Algorithm& choose(const Args& args, const GroupView& view, const std::string& requested) const;
-  std::string explain(Collective c, std::size_t bytes, const GroupView& view) const;
+  std::string explain(Collective c, std::size_t bytes, const GroupView& view, Device device = Device::host()) const;
   const CostParams& params() const { return params_; }
   /// Changes with every set_override() and invalidate(): a choice remembered under another generation may be stale.
   uint64_t generation() const { return overrides_generation_.load(std::memory_order_acquire); }

@@ -29,7 +29,7 @@ struct SlotCall {
   int32_t root = 0;
   uint64_t count = 0;
   uint32_t algorithm = 0;  ///< algorithm_index() + 1; 0: none (an invalid call's)
-  uint32_t unused = 0;
+  uint32_t device = 0;     ///< CallDescriptor::device
   bool operator==(const SlotCall&) const = default;
 };
 
@@ -80,6 +80,7 @@ SlotCall compact(const CallDescriptor& d, uint32_t algorithm) {
   s.root = d.root;
   s.count = d.count;
   s.algorithm = algorithm;
+  s.device = d.device;
   return s;
 }
 
@@ -91,6 +92,7 @@ CallDescriptor expand(const SlotCall& s) {
   d.vector_variant = s.vector_variant;
   d.root = s.root;
   d.count = s.count;
+  d.device = static_cast<uint8_t>(s.device);
   const auto& table = algorithm_table();
   if (s.algorithm > 0 && s.algorithm <= table.size()) {
     std::strncpy(d.algorithm, table[s.algorithm - 1].name, sizeof d.algorithm - 1);

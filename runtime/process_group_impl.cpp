@@ -292,7 +292,9 @@ WorkPtr ProcessGroupImpl::barrier(const CollectiveOptions& opts) {
 
 void ProcessGroupImpl::set_algorithm(Collective c, const std::string& name) { engine_->set_algorithm(c, name); }
 
-std::string ProcessGroupImpl::explain(Collective c, std::size_t bytes) const { return engine_->explain(c, bytes); }
+std::string ProcessGroupImpl::explain(Collective c, std::size_t bytes, Device device) const {
+  return engine_->explain(c, bytes, device);
+}
 
 void ProcessGroupImpl::abort() noexcept {
   auto cause = std::make_exception_ptr(AbortedError(fmt::format("the process group ({}) was aborted", label())));

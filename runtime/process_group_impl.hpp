@@ -84,7 +84,7 @@ class ProcessGroupImpl : public ProcessGroup, public std::enable_shared_from_thi
   std::shared_ptr<ProcessGroup> new_group_of_members(const std::vector<int>& ranks, Store& rendezvous) override;
 
   void set_algorithm(Collective c, const std::string& name) override;
-  std::string explain(Collective c, std::size_t bytes) const override;
+  std::string explain(Collective c, std::size_t bytes, Device device = Device::host()) const override;
   void abort() noexcept override;
   ShrinkResult shrink(const ShrinkOptions& opts) override;
 

@@ -134,8 +134,9 @@ class ProcessGroup {
   // ---- Algorithm selection.
   /// Forces an algorithm for a collective on this group ("" returns to the cost model).
   virtual void set_algorithm(Collective c, const std::string& name) = 0;
-  /// Each candidate's predicted time for `bytes` on this group, and the choice, as text.
-  virtual std::string explain(Collective c, std::size_t bytes) const = 0;
+  /// Each candidate's predicted time for `bytes` on this group, and the choice, as text; `device`: for a call on
+  /// buffers there (device calls are priced with the device's costs and run only the rows that handle them).
+  virtual std::string explain(Collective c, std::size_t bytes, Device device = Device::host()) const = 0;
 
   // ---- Recovery (docs/errors.md, "Recovery").
   /// After a failure: the survivors agree through the store on who failed (the same set on every survivor) and

@@ -53,7 +53,7 @@ class FakeGroup : public ProcessGroup {
   std::shared_ptr<ProcessGroup> new_group(const std::vector<int>&) override { return nullptr; }
   std::shared_ptr<ProcessGroup> new_group_of_members(const std::vector<int>&, Store&) override { return nullptr; }
   void set_algorithm(Collective, const std::string&) override {}
-  std::string explain(Collective, std::size_t) const override { return ""; }
+  std::string explain(Collective, std::size_t, Device) const override { return ""; }
   void abort() noexcept override { aborted = true; }
   bool aborted = false;
 

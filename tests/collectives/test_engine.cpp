@@ -132,6 +132,9 @@ TEST_CASE("mismatched calls raise on every rank, naming the rank and both values
        },
        "collective broadcast vs all_reduce"},
       {"algorithm", [](Args&, std::string& algo) { algo = "tree"; }, "algorithm tree vs ring"},
+      // Device calls are cut into larger pieces (kDefaultDeviceChunkBytes): caught before any piece moves.
+      {"device", [](Args& a, std::string&) { a.send.device = a.recv.device = Device::cuda(0); },
+       "buffers on a device vs host"},
   };
   for (const Mismatch& m : cases) {
     auto records = test::run_group(4, [&](const GroupView& view, test::RankRecord& rec) {

@@ -106,6 +106,11 @@ TEST_CASE("explain lists every candidate and the choice; set_algorithm overrides
   auto records = test::run_group(2, [](const GroupView& view, test::RankRecord& rec) {
     auto engine = Engine::create(view);
     std::string text = engine->explain(Collective::kAllReduce, 1 << 20);
+    // On device buffers: the device's costs, and the choice is a row that handles them.
+    const std::string on_device = engine->explain(Collective::kAllReduce, 1 << 20, Device::cuda(0));
+    for (const char* w : {"buffers on cuda:0", "device's costs", "chunk 8.0 MiB", "choice: butterfly"}) {
+      if (on_device.find(w) == std::string::npos) rec.failures.push_back(std::string("device explain lacks ") + w + ": " + on_device);
+    }
     std::vector<std::string> wanted = {"choice:", "cost model", "link probe"};
     for (const Algorithm* a : algorithms_for(Collective::kAllReduce)) wanted.push_back(std::string("  ") + a->name);
     for (const std::string& w : wanted) {
@@ -377,5 +382,43 @@ TEST_CASE("report: probe time, fitted model and algorithm times over shm", "[.][
         "shm");
     double worst = *std::max_element(create_ms.begin(), create_ms.end());
     WARN("P=" << size << ": Engine::create (probe) " << worst << " ms\n" << report[0]);
+  }
+}
+
+TEST_CASE("calls on device buffers are priced with the device's costs, in device-sized pieces", "[collectives][engine]") {
+  CostParams host;  // a group's host parameters: one node over shared memory
+  host.alpha = kOneNodeAlpha;
+  host.beta = kOneNodeBeta;
+  host.gamma = kOneNodeGamma;
+  const CostParams device = device_priced(host);
+  CHECK(device.alpha == kDeviceAlpha);
+  CHECK(device.chunk_bytes == host.device_chunk_bytes);
+  CHECK(host.device_chunk_bytes == static_cast<double>(kDefaultDeviceChunkBytes));
+  for (int size : {2, 3, 4, 8}) {
+    GroupView v = fake_view(0, size);
+    // At 1 MiB a host call is bandwidth-bound (ring, rabenseifner) but a device one is latency-bound: a device
+    // message costs ~25 us where the bytes cost a few (measured on an H100: butterfly, bruck, slot's fallback and
+    // tree 64-76 us on 2 ranks, ring 73-85).
+    const std::string host_choice = cheapest(sample_args(Collective::kAllReduce, 1 << 20, size), v, host)->name;
+    const std::string device_choice =
+        cheapest(sample_args(Collective::kAllReduce, 1 << 20, size, Device::cuda(0)), v, host)->name;
+    INFO("P=" << size << " host " << host_choice << " device " << device_choice);
+    CHECK((host_choice == "ring" || host_choice == "rabenseifner"));
+    CHECK((device_choice == "butterfly" || device_choice == "bruck" || device_choice == "tree"));
+    // Every row's device time at 8 B is at least a device message; no host-only row is a candidate.
+    for (const Prediction& pr : predict(sample_args(Collective::kAllReduce, 8, size, Device::cuda(0)), v, host)) {
+      INFO(pr.algorithm->name);
+      CHECK(pr.seconds >= kDeviceAlpha);
+      CHECK(std::string(pr.algorithm->name) != "cma");
+      CHECK(std::string(pr.algorithm->name) != "shm_direct");
+    }
+    // A pipelined row is priced in device pieces: double_tree at 64 MiB costs what its row says at device_priced.
+    const double n = 64.0 * (1 << 20);
+    for (const Prediction& pr : predict(sample_args(Collective::kAllReduce, 64 << 20, size, Device::cuda(0)), v, host)) {
+      if (std::string(pr.algorithm->name) == "double_tree") {
+        CHECK(pr.seconds >= pr.algorithm->cost(device, n, size));
+        CHECK(pr.seconds < pr.algorithm->cost(device, n, size) + 1e-3);
+      }
+    }
   }
 }

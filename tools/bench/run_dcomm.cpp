@@ -22,7 +22,7 @@ class DcommLibrary : public Library {
   std::string chosen(const Case& c) const override {
     Collective dc{};
     if (!c.algo.empty() || !to_collective(c.coll, &dc)) return "";
-    const std::string text = pg_->explain(dc, c.layout.bytes);
+    const std::string text = pg_->explain(dc, c.layout.bytes, c.device);
     // DCOMM_BENCH_EXPLAIN=1: the whole of it (every candidate's predicted time), on rank 0's stderr.
     static const bool print = std::getenv("DCOMM_BENCH_EXPLAIN") != nullptr && std::string(std::getenv("DCOMM_BENCH_EXPLAIN")) == "1";
     if (print) std::fprintf(stderr, "%s: %zu B\n%s\n", to_string(c.coll), c.layout.bytes, text.c_str());
