@@ -29,6 +29,7 @@ if [ ! -f build-gpu/build.ninja ]; then
 fi
 step build
 targets=(tools/dcomm-run tools/bench/dcomm-bench tests/cuda/dcomm-cuda-bench)
+want race && targets=(tests/cuda/test_cuda_staging tests/cuda/test_cuda_ipc_mp)
 want suite && targets+=($(ninja -C build-gpu -t targets all | grep -oE '^tests/cuda/[A-Za-z0-9_-]+:' | tr -d :))
 ninja -C build-gpu "${targets[@]}" > "$out/build.log" 2>&1 ||
   { grep -E "error|Error" -A4 "$out/build.log" | head -60; exit 1; }
@@ -58,6 +59,20 @@ bench() {  # LABEL NPROC ARGS... ; env through DIAG_ENV
   fi
   grep -E "^\[rank 0\]: +[0-9]|error|FAILED" "$out/$label.txt" | cut -c1-330 | head -40
 }
+if want race; then
+  # The transport tests that read device buffers written through the legacy stream, twice side by side (sharing
+  # the GPU is what made the DMA land late on 2026-11-27).
+  step "staging and cuda_ipc tests side by side"
+  for round in 1 2; do
+    timeout 60 build-gpu/tests/cuda/test_cuda_staging > "$out/race-staging-$round.log" 2>&1 &
+    staging_pid=$!
+    timeout 60 build-gpu/tests/cuda/test_cuda_ipc_mp > "$out/race-ipc-$round.log" 2>&1
+    echo "round $round: cuda_ipc_mp exit $?"
+    wait $staging_pid
+    echo "round $round: cuda_staging exit $?"
+    grep -hE "differs|is wrong|FAILED|passed|failed" "$out/race-staging-$round.log" "$out/race-ipc-$round.log" | head -8
+  done
+fi
 if want suite; then
   step "cuda suite"
   timeout 170 meson test -C build-gpu --suite cuda --no-rebuild --num-processes 2 --timeout-multiplier 0.5 \

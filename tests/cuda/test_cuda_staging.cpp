@@ -33,6 +33,7 @@ std::string round_trip(transport::staging::Stager& stager, std::size_t bytes) {
   test::DeviceMemory src(bytes), dst(bytes);
   src.upload(in.data(), bytes);
   cuda::check(cudaMemset(dst.data(), 0, bytes == 0 ? 1 : bytes), "memset");
+  test::settle_legacy_stream();
   Download out(stager, Device::cuda(0), src.data(), bytes);
   Upload back(stager, Device::cuda(0), dst.data(), bytes);
   std::deque<HostChunk> wire;  // staged by the sender, not yet received
@@ -73,6 +74,7 @@ class CudaDeviceAccess final : public test::DeviceAccess {
   void release(void* p) override { (void)cudaFree(p); }
   void write(void* dst, const void* src, std::size_t n) override {
     cuda::check(cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice), "test write");
+    test::settle_legacy_stream();
   }
   void read(void* dst, const void* src, std::size_t n) override {
     cuda::check(cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost), "test read");
