@@ -39,12 +39,13 @@ constexpr auto kSettleTimeout = std::chrono::seconds(5);
 class EngineImpl final : public Engine {
  public:
   EngineImpl(GroupView view, std::size_t chunk_bytes, std::size_t device_chunk_bytes, bool check_calls,
-             CostParams params, std::string source, std::map<Collective, std::string> env_forced)
+             CostParams params, std::string source, std::map<Collective, std::string> env_forced,
+             std::vector<Rule> rules, std::string rules_path)
       : view_(std::move(view)),
         chunk_bytes_(chunk_bytes),
         device_chunk_bytes_(device_chunk_bytes),
         check_calls_(check_calls),
-        selector_(params, std::move(source), std::move(env_forced)) {}
+        selector_(params, std::move(source), std::move(env_forced), std::move(rules), std::move(rules_path)) {}
   ~EngineImpl() override {
     if (view_.slots) view_.slots->settle_quietly(view_, Deadline::after(kSettleTimeout));
   }
@@ -372,6 +373,8 @@ std::unique_ptr<Engine> Engine::create(const GroupView& group, const EngineOptio
   }
   bool check = opts.check_calls && env::get_bool("DCOMM_CHECK_CALLS", true);
   auto forced = parse_algorithm_spec(env::get("DCOMM_ALGO").value_or(""));
+  const std::string rules_path = env::get("DCOMM_RULES_FILE").value_or("");
+  std::vector<Rule> rules = rules_path.empty() ? std::vector<Rule>{} : load_rules(rules_path);
   std::string source;
   CostParams params = fit_cost_model(view, static_cast<std::size_t>(chunk), &source);
   if (!windows.empty()) source += "; shared-memory windows: " + windows;
@@ -381,7 +384,7 @@ std::unique_ptr<Engine> Engine::create(const GroupView& group, const EngineOptio
   with_slots.slots = make_slots(view, static_cast<std::size_t>(chunk));
   auto engine = std::make_unique<EngineImpl>(std::move(with_slots), static_cast<std::size_t>(chunk),
                                              static_cast<std::size_t>(device_chunk), check, params, std::move(source),
-                                             std::move(forced));
+                                             std::move(forced), std::move(rules), rules_path);
   // Only with the call check on: without it the ranks' calls may differ, and so may their counts.
   if (reprobe && check) engine->measure_windows_again(static_cast<uint64_t>(
       std::max<long long>(1, env::get_int("DCOMM_SHM_REPROBE_CALLS", static_cast<long long>(kReprobeCalls)))));

@@ -85,8 +85,21 @@ std::map<Collective, std::string> parse_algorithm_spec(const std::string& spec) 
   return out;
 }
 
-Selector::Selector(CostParams params, std::string params_source, std::map<Collective, std::string> env_forced)
-    : params_(params), params_source_(std::move(params_source)), env_forced_(std::move(env_forced)) {}
+Selector::Selector(CostParams params, std::string params_source, std::map<Collective, std::string> env_forced,
+                   std::vector<Rule> rules, std::string rules_path)
+    : params_(params),
+      params_source_(std::move(params_source)),
+      env_forced_(std::move(env_forced)),
+      rules_(std::move(rules)),
+      rules_path_(std::move(rules_path)) {}
+
+const Rule* Selector::rule_for(const Args& args, const GroupView& view) const {
+  if (rules_.empty()) return nullptr;
+  const Rule* r = find_rule(rules_, args.coll, view.size, model_bytes(args, view.size), !device_of(args).is_host());
+  if (r == nullptr) return nullptr;
+  const Algorithm* a = find_algorithm(args.coll, r->algorithm);
+  return a != nullptr && a->supports(args, view) ? r : nullptr;
+}
 
 void Selector::set_override(Collective c, const std::string& name) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -167,6 +180,7 @@ const Algorithm& Selector::choose_unnamed(const Args& args, const GroupView& vie
     // A group-wide preference that cannot run this particular call (a v-variant) falls back to the model.
     DCOMM_DEBUG("{}: {} algorithm '{}' does not handle this call; using the cost model", where(), origin, name);
   }
+  if (const Rule* r = rule_for(args, view)) return *find_algorithm(args.coll, r->algorithm);
   const Algorithm* best = cheapest(args, view, params_);
   if (best == nullptr) {
     throw Error(ErrorCode::kInternal,
@@ -209,6 +223,9 @@ std::string Selector::explain(Collective c, std::size_t bytes, const GroupView& 
   std::string name = forced(c, &origin);
   if (!name.empty()) {
     out += fmt::format("choice: {} (forced by {}; the cost model would pick {})", name, origin, best->name);
+  } else if (const Rule* r = rule_for(args, view)) {
+    out += fmt::format("choice: {} (measured: {}, rule '{}'; the cost model would pick {})", r->algorithm, rules_path_,
+                       describe(*r), best->name);
   } else {
     out += fmt::format("choice: {} (cost model)", best->name);
   }

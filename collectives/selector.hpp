@@ -1,6 +1,6 @@
 #pragma once
 // Which algorithm runs a call: the one the call names, else the group's set_algorithm() override, else
-// DCOMM_ALGO, else the cost model's cheapest. Every input is the same on every rank (the cost model's numbers
+// DCOMM_ALGO, else a measured rule (DCOMM_RULES_FILE, collectives/rules.hpp), else the cost model's cheapest. Every input is the same on every rank (the cost model's numbers
 // are agreed at creation), so every rank picks alike; the call check catches the rest.
 
 #include <array>
@@ -10,6 +10,7 @@
 #include <string>
 
 #include "collectives/cost_model.hpp"
+#include "collectives/rules.hpp"
 
 namespace dcomm::coll {
 
@@ -27,7 +28,9 @@ std::string format_predictions(const std::vector<Prediction>& predictions, const
 
 class Selector {
  public:
-  Selector(CostParams params, std::string params_source, std::map<Collective, std::string> env_forced);
+  /// `rules`: DCOMM_RULES_FILE's (from `rules_path`), taken before the cost model.
+  Selector(CostParams params, std::string params_source, std::map<Collective, std::string> env_forced,
+           std::vector<Rule> rules = {}, std::string rules_path = "");
 
   /// "" returns `c` to the environment's choice or the cost model.
   void set_override(Collective c, const std::string& name);
@@ -63,10 +66,14 @@ class Selector {
   const Algorithm& choose_unnamed(const Args& args, const GroupView& view) const;
   /// The forced name for `c` and where it came from; empty when none.
   std::string forced(Collective c, std::string* origin) const;
+  /// The rule for this call whose algorithm handles it, or null.
+  const Rule* rule_for(const Args& args, const GroupView& view) const;
 
   CostParams params_;
   std::string params_source_;
   std::map<Collective, std::string> env_forced_;
+  std::vector<Rule> rules_;
+  std::string rules_path_;
   mutable std::mutex mu_;
   std::map<Collective, std::string> overrides_;
   std::atomic<uint64_t> overrides_generation_{1};

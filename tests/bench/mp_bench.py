@@ -91,6 +91,39 @@ def case_check3():
     require("# Wrong elements: 0" in text, "in-place collectives: expected 0 wrong", text)
 
 
+def case_rules():
+    """--rules-out from a run of every row, then auto under DCOMM_RULES_FILE: every size it measured runs the rule's
+    algorithm, checked (0 wrong); a size it did not measure goes to the model."""
+    with tempfile.TemporaryDirectory() as d:
+        rules_path = os.path.join(d, "rules.json")
+        launch(3, "all", "-b", "96", "-e", "96K", "-f", "32", "-n", "3", "-w", "1", "--algo", "all", "--check",
+               "--rules-out", rules_path)
+        with open(rules_path) as f:
+            rules = json.load(f)["rules"]
+        colls = {r["collective"] for r in rules}
+        require({"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"} <= colls,
+                f"rules for every collective measured, got {sorted(colls)}", json.dumps(rules))
+        require(all(r["ranks"] == 3 for r in rules), "rules for 3 ranks", json.dumps(rules))
+        out = os.path.join(d, "auto.json")
+        _, text = launch(3, "all", "-b", "96", "-e", "3M", "-f", "32", "-n", "3", "-w", "1", "--check",
+                         "--json", out, env={"DCOMM_RULES_FILE": rules_path})
+        require("# Wrong elements: 0" in text, "auto under the rules: expected 0 wrong", text)
+        with open(out) as f:
+            results = [r for r in json.load(f)["results"] if not r["skipped"] and r["collective"] not in
+                       ("barrier", "sendrecv")]
+        ruled = 0
+        for r in results:
+            match = [x for x in rules if x["collective"] == r["collective"] and x["min_bytes"] <= r["bytes"] <
+                     x.get("max_bytes", 2**64)]
+            if match:
+                ruled += 1
+                require(r["chosen_algorithm"] == match[0]["algorithm"],
+                        f"{r['collective']} {r['bytes']} B chose {r['chosen_algorithm']}, the rule says "
+                        f"{match[0]['algorithm']}", json.dumps(match))
+        require(ruled >= 10, f"only {ruled} rows fell under a rule", json.dumps(rules))
+        require(any(r["bytes"] > 96 * 1024 for r in results), "a size past the measured ones ran", text)
+
+
 def case_windows():
     """all_reduce and reduce [shm_direct] and all_gather, all_to_all, broadcast, gather, scatter and reduce_scatter [shm_rounds] in real processes with each way of filling the
     windows forced (plain stores in 1 MiB rounds, non-temporal in 4 MiB rounds) and with the probe's own answer:

@@ -156,3 +156,39 @@ TEST_CASE("table lines and footer", "[bench][report]") {
   CHECK(footer.find("# Avg bus bandwidth") != std::string::npos);
   CHECK(footer.find("# Wrong elements: 2") != std::string::npos);
 }
+
+TEST_CASE("--rules-out: the fastest correct row at each measured size, merged, within the measured sizes",
+          "[bench][report]") {
+  auto row = [](Coll coll, std::size_t bytes, const char* algo, double p50, std::size_t wrong = 0,
+                const char* library = "dcomm") {
+    Row r;
+    r.library = library;
+    r.coll = coll;
+    r.bytes = bytes;
+    r.algo = algo;
+    r.time_us.p50 = p50;
+    r.wrong = wrong;
+    return r;
+  };
+  std::vector<Row> rows = {
+      row(Coll::kAllReduce, 1024, "ring", 9), row(Coll::kAllReduce, 1024, "tree", 5),
+      row(Coll::kAllReduce, 1024, "auto", 1),                 // what the group chose: never a rule
+      row(Coll::kAllReduce, 1024, "-", 0.5, 0, "mpi"),        // the peer's row: never a rule
+      row(Coll::kAllReduce, 4096, "tree", 7), row(Coll::kAllReduce, 4096, "ring", 8),
+      row(Coll::kAllReduce, 16384, "ring", 10), row(Coll::kAllReduce, 16384, "bruck", 3, 5),  // wrong elements
+      row(Coll::kAllReduce, 16384, "tree", 12), row(Coll::kBroadcast, 64, "binomial", 2)};
+  Row skipped = row(Coll::kBroadcast, 64, "chain", 1);
+  skipped.skipped = "the algorithm does not handle this call";
+  rows.push_back(skipped);
+  const json j = json::parse(to_rules(rows, 3, false));
+  const json& r = j.at("rules");
+  REQUIRE(r.size() == 3);
+  // tree at 1 KiB and 4 KiB merge; ring from halfway (geometrically) between 4 and 16 KiB, through 16 KiB.
+  CHECK(r[0] == json({{"collective", "all_reduce"}, {"ranks", 3}, {"min_bytes", 1024}, {"max_bytes", 8192},
+                      {"algorithm", "tree"}}));
+  CHECK(r[1] == json({{"collective", "all_reduce"}, {"ranks", 3}, {"min_bytes", 8192}, {"max_bytes", 16385},
+                      {"algorithm", "ring"}}));
+  CHECK(r[2] == json({{"collective", "broadcast"}, {"ranks", 3}, {"min_bytes", 64}, {"max_bytes", 65},
+                      {"algorithm", "binomial"}}));
+  CHECK(json::parse(to_rules(rows, 2, true)).at("rules")[0].at("device") == true);
+}

@@ -105,6 +105,8 @@ int parse_args(int argc, const char* const* argv, Options* opts, std::ostream& o
   app.add_flag("--check", o.check, "verify every iteration's result");
   app.add_option("--json", o.json_path, "write the results as JSON");
   app.add_option("--csv", o.csv_path, "write the results as CSV");
+  app.add_option("--rules-out", o.rules_path,
+                 "write the fastest algorithm measured at each size as rules for DCOMM_RULES_FILE (use --algo all)");
   app.add_option("--vs", vs, "run the same collectives through a peer library too")->check(CLI::IsMember({"mpi"}));
   app.add_option("--timeout", o.timeout_s, "seconds a collective may take before it is reported stuck")
       ->capture_default_str();

@@ -29,6 +29,7 @@ struct Options {
   bool check = false;
   bool vs_mpi = false;
   std::string json_path;
+  std::string rules_path;  ///< --rules-out: the fastest measured row per size as DCOMM_RULES_FILE rules
   std::string csv_path;
   double timeout_s = 60;
   /// Hidden test hook (--test-stall RANK): that rank never arrives at the first size, to exercise the

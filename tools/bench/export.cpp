@@ -3,12 +3,16 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstring>
+#include <map>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
 #include "dcomm_config.h"
+#include "collectives/rules.hpp"
+#include "tools/bench/coll.hpp"
 #include "tools/bench/report.hpp"
 
 extern char** environ;
@@ -151,6 +155,42 @@ std::string to_csv(const std::vector<Row>& rows) {
     out << ',' << (r.skipped.empty() ? "" : "\"" + r.skipped + "\"") << '\n';
   }
   return out.str();
+}
+
+std::string to_rules(const std::vector<Row>& rows, int world, bool device) {
+  // collective -> size -> (p50, algorithm) of the fastest correct row
+  std::map<Collective, std::map<std::size_t, std::pair<double, std::string>>> best;
+  for (const Row& r : rows) {
+    Collective c{};
+    if (r.library != "dcomm" || r.algo == "auto" || !r.skipped.empty() || r.wrong != 0 || !to_collective(r.coll, &c)) {
+      continue;
+    }
+    auto [it, fresh] = best[c].try_emplace(r.bytes, r.time_us.p50, r.algo);
+    if (!fresh && r.time_us.p50 < it->second.first) it->second = {r.time_us.p50, r.algo};
+  }
+  std::vector<coll::Rule> rules;
+  for (const auto& [c, sizes] : best) {
+    std::vector<coll::Rule> mine;
+    std::size_t previous = 0;
+    for (const auto& [bytes, fastest] : sizes) {
+      coll::Rule rule;
+      rule.coll = c;
+      rule.ranks = world;
+      rule.device = device;
+      rule.algorithm = fastest.second;
+      rule.min_bytes = mine.empty() ? bytes : static_cast<uint64_t>(std::llround(std::sqrt(double(previous) * double(bytes))));
+      rule.max_bytes = bytes + 1;
+      if (!mine.empty() && mine.back().algorithm == rule.algorithm) {
+        mine.back().max_bytes = rule.max_bytes;  // merged: the last rule reaches this size
+      } else {
+        if (!mine.empty()) mine.back().max_bytes = rule.min_bytes;
+        mine.push_back(rule);
+      }
+      previous = bytes;
+    }
+    rules.insert(rules.end(), mine.begin(), mine.end());
+  }
+  return coll::rules_json(rules);
 }
 
 }  // namespace dcomm::bench

@@ -85,6 +85,9 @@ int run(const Options& opts) {
   if (pg->rank() != 0) return 0;
   if (!opts.json_path.empty()) write_file(opts.json_path, to_json(opts, pg->size(), rows));
   if (!opts.csv_path.empty()) write_file(opts.csv_path, to_csv(rows));
+  if (!opts.rules_path.empty()) {
+    write_file(opts.rules_path, to_rules(rows, pg->size(), opts.device == dcomm::Device::Kind::kCuda));
+  }
   std::size_t wrong = 0;
   for (const Row& r : rows) wrong += r.wrong;
   return wrong == 0 ? 0 : 1;

@@ -27,5 +27,11 @@ std::vector<BusbwAverage> average_busbw(const std::vector<Row>& rows);
 /// The whole run as JSON (see docs/benchmark.md for the schema) and as CSV, one line per row.
 std::string to_json(const Options& opts, int world, const std::vector<Row>& rows);
 std::string to_csv(const std::vector<Row>& rows);
+/// DCOMM_RULES_FILE rules (collectives/rules.hpp) from dcomm's rows that named an algorithm: at each measured size
+/// the row with the lowest p50 (each iteration timed by its slowest rank: robust to the outliers of shared cores)
+/// that got every element right; a size's rule reaches halfway (geometrically) to its neighbours, the rules cover
+/// the measured sizes only (from the smallest to the largest: the model chooses outside), and neighbours that agree
+/// are merged. For `world` ranks; on device buffers when measured so.
+std::string to_rules(const std::vector<Row>& rows, int world, bool device);
 
 }  // namespace dcomm::bench
