@@ -176,7 +176,8 @@ TEST_CASE("--rules-out: the fastest correct row at each measured size, merged, w
       row(Coll::kAllReduce, 1024, "-", 0.5, 0, "mpi"),        // the peer's row: never a rule
       row(Coll::kAllReduce, 4096, "tree", 7), row(Coll::kAllReduce, 4096, "ring", 8),
       row(Coll::kAllReduce, 16384, "ring", 10), row(Coll::kAllReduce, 16384, "bruck", 3, 5),  // wrong elements
-      row(Coll::kAllReduce, 16384, "tree", 12), row(Coll::kBroadcast, 64, "binomial", 2)};
+      row(Coll::kAllReduce, 16384, "tree", 12), row(Coll::kBroadcast, 64, "binomial", 2),
+      row(Coll::kBarrier, 0, "dissemination", 2)};  // barrier: the model's, never a rule
   Row skipped = row(Coll::kBroadcast, 64, "chain", 1);
   skipped.skipped = "the algorithm does not handle this call";
   rows.push_back(skipped);

@@ -162,7 +162,8 @@ std::string to_rules(const std::vector<Row>& rows, int world, bool device) {
   std::map<Collective, std::map<std::size_t, std::pair<double, std::string>>> best;
   for (const Row& r : rows) {
     Collective c{};
-    if (r.library != "dcomm" || r.algo == "auto" || !r.skipped.empty() || r.wrong != 0 || !to_collective(r.coll, &c)) {
+    if (r.library != "dcomm" || r.algo == "auto" || !r.skipped.empty() || r.wrong != 0 || !to_collective(r.coll, &c) ||
+        c == Collective::kBarrier) {
       continue;
     }
     auto [it, fresh] = best[c].try_emplace(r.bytes, r.time_us.p50, r.algo);
