@@ -4,8 +4,9 @@
 usage: mp_tests.py DCOMM_RUN MP_TRANSPORTS CASE
   conformance_N   N ranks over shm: every rank exits 0
   conformance_streamed_N   the same without CMA and with small rings and chunks
-  conformance_auto_N / conformance_stream_N   large messages by the measured choice / forced to stream
-                                             (DCOMM_SHM_PROTOCOL; the default is cma)
+  conformance_auto_N / conformance_stream_N / conformance_cma_N   large messages by the model's choice / forced
+                                             to stream / forced to CMA (DCOMM_SHM_PROTOCOL; the default, measured,
+                                             is what conformance_N runs)
   conformance_mixed_N   rank 1 refuses cross-memory attach, the others are forced to use it where they may
   staged_peer_killed_N   peer_killed with rank 0's message staged from (fake) device memory
   stream_peer_killed_N   peer_killed with the dead rank receiving through the ring: it dies mid-stream
@@ -100,6 +101,7 @@ if __name__ == "__main__":
              "staged_peer_killed": lambda n: peer_killed(n, "staged_peer_killed"),
              "conformance_auto": lambda n: conformance_protocol(n, "auto"),
              "conformance_stream": lambda n: conformance_protocol(n, "stream"),
+             "conformance_cma": lambda n: conformance_protocol(n, "cma"),
              "conformance_mixed": conformance_mixed,
              # No CMA: a receiver that may read the sender pulls a stalled stream whole, and might finish before it dies.
              "stream_peer_killed": lambda n: peer_killed(n, "stream_peer_killed",

@@ -101,10 +101,41 @@ TEST_CASE("the measurement on this machine gives numbers, and DCOMM_SHM_PROTOCOL
   CHECK(protocol_mode_from_env() == ProtocolMode::kCma);
   ::setenv("DCOMM_SHM_PROTOCOL", "auto", 1);
   CHECK(protocol_mode_from_env() == ProtocolMode::kAuto);
+  ::setenv("DCOMM_SHM_PROTOCOL", "measured", 1);
+  CHECK(protocol_mode_from_env() == ProtocolMode::kMeasured);
   ::setenv("DCOMM_SHM_PROTOCOL", "fast", 1);
   CHECK_THROWS_AS(protocol_mode_from_env(), dcomm::InvalidUsageError);
   ::unsetenv("DCOMM_SHM_PROTOCOL");
-  CHECK(protocol_mode_from_env() == ProtocolMode::kCma);  // the default (shm_protocol.hpp says why)
+  CHECK(protocol_mode_from_env() == ProtocolMode::kMeasured);  // the default (shm_protocol.hpp says why)
+}
+
+TEST_CASE("measured: CMA then streaming first in each size class, then the cheaper, the other now and then",
+          "[shm]") {
+  using LP = LargeProtocol;
+  ProtocolHistory h;
+  const uint64_t mib = 1 << 20;
+  CHECK(h.pick(mib) == LP::kCma);
+  h.record(LP::kCma, mib, 100e-6);
+  CHECK(h.pick(mib) == LP::kStream);
+  h.record(LP::kStream, mib, 25e-6);  // streaming 4x faster here (the cached placement: session 11)
+  // Another size class knows nothing yet: 64 KiB starts over; 1.5 MiB is 1 MiB's class.
+  CHECK(h.pick(64 << 10) == LP::kCma);
+  CHECK(h.per_byte(LP::kStream, mib + mib / 2) == Approx(25e-6 / mib));
+  int streams = 0, cmas = 0;
+  for (unsigned i = 0; i < 4 * ProtocolHistory::kExploreEvery; ++i) (h.pick(mib) == LP::kStream ? streams : cmas)++;
+  CHECK(cmas == 4);  // the loser once every kExploreEvery
+  CHECK(streams == static_cast<int>(4 * ProtocolHistory::kExploreEvery) - 4);
+  // The placement changes: streams get slow; within a few messages the average follows and CMA wins.
+  for (int i = 0; i < 6; ++i) h.record(LP::kStream, mib, 300e-6);
+  CHECK(h.per_byte(LP::kStream, mib) > h.per_byte(LP::kCma, mib));
+  for (unsigned i = 0; i < ProtocolHistory::kExploreEvery - 1; ++i) {
+    if (h.pick(mib) == LP::kStream) h.record(LP::kStream, mib, 300e-6);  // the explorer
+  }
+  int now_cma = 0;
+  for (int i = 0; i < 8; ++i) now_cma += h.pick(mib) == LP::kCma;
+  CHECK(now_cma >= 7);
+  h.record(LP::kCma, 0, 1.0);  // a zero-byte record is ignored
+  CHECK(h.per_byte(LP::kCma, mib) == Approx(100e-6 / mib));
 }
 
 TEST_CASE("a receiver finishes a stream whose sender stopped progressing, with the right bytes", "[shm]") {

@@ -155,8 +155,10 @@ void ShmTransport::receive(const Incoming& msg, void* dst, const Device& /*devic
     return;
   }
   if (p.cma && protocol_for(held.peer, held.h) == LargeProtocol::kCma) {
+    const Clock::time_point t0 = Clock::now();
     int err = cma_read(p.info.pid, dst, held.h.addr, held.h.bytes);
     if (err == 0) {
+      p.history.record(LargeProtocol::kCma, held.h.bytes, std::chrono::duration<double>(Clock::now() - t0).count());
       ++counts_.cma;
       ack(held.peer, held.h.msg_id);
       op->complete(held.h.bytes);
@@ -185,7 +187,9 @@ LargeProtocol ShmTransport::protocol_for(int from, const RecordHeader& h) {
   m.two_way = !sends_.empty();
   m.streams_stall = p.stalls.high() && ++p.stall_skips % kStallProbeEvery != 0;
   const bool measured = knobs_.protocol == ProtocolMode::kAuto && p.cma && !p.shares_core;
-  LargeProtocol choice = choose(knobs_.protocol, measured ? calibration() : Calibration{}, m);
+  LargeProtocol choice = knobs_.protocol == ProtocolMode::kMeasured && p.cma && !p.shares_core
+                             ? p.history.pick(h.bytes)
+                             : choose(knobs_.protocol, measured ? calibration() : Calibration{}, m);
   const unsigned bit = 1u << static_cast<unsigned>(choice);
   if ((p.logged & bit) == 0) {
     p.logged |= bit;

@@ -62,17 +62,18 @@ double stream_us(const Calibration& cal, double n, double chunk, bool two_way) {
 
 ProtocolMode protocol_mode_from_env() {
   auto v = env::get("DCOMM_SHM_PROTOCOL");
-  // The default is cma: on the quiet VM, auto's sendrecv ran 0.49-0.54x MPI's time from 1 MiB in one run and
-  // 1.0-1.3x in the next (streams pulled, the pair switched to CMA), and 2-3.8x at 64-256 KiB, where cma held
-  // 0.92-1.23x in the same runs (2026-11-25). auto stays for machines and jobs where it measures better.
-  if (!v || v->empty() || *v == "cma") return ProtocolMode::kCma;
+  // The default measures each protocol's outcome per peer and size (shm_protocol.hpp: which one wins depends on
+  // where the cores are, and that changes while a job runs).
+  if (!v || v->empty() || *v == "measured") return ProtocolMode::kMeasured;
+  if (*v == "cma") return ProtocolMode::kCma;
   if (*v == "auto") return ProtocolMode::kAuto;
   if (*v == "stream") return ProtocolMode::kStream;
-  throw InvalidUsageError(fmt::format("DCOMM_SHM_PROTOCOL={} is not one of auto, cma, stream", *v));
+  throw InvalidUsageError(fmt::format("DCOMM_SHM_PROTOCOL={} is not one of measured, auto, cma, stream", *v));
 }
 
 const char* to_string(ProtocolMode m) {
   switch (m) {
+    case ProtocolMode::kMeasured: return "measured";
     case ProtocolMode::kAuto: return "auto";
     case ProtocolMode::kCma: return "cma";
     case ProtocolMode::kStream: return "stream";
@@ -81,6 +82,34 @@ const char* to_string(ProtocolMode m) {
 }
 
 const char* to_string(LargeProtocol p) { return p == LargeProtocol::kCma ? "cma" : "stream"; }
+
+int ProtocolHistory::class_of(uint64_t bytes) {
+  int c = 0;
+  while (c + 1 < kClasses && (uint64_t{1} << (c + 1)) <= bytes) ++c;
+  return c;
+}
+
+LargeProtocol ProtocolHistory::pick(uint64_t bytes) {
+  Cell& cell = cells_[class_of(bytes)];
+  const double cma = cell.per_byte[static_cast<int>(LargeProtocol::kCma)];
+  const double stream = cell.per_byte[static_cast<int>(LargeProtocol::kStream)];
+  if (cma < 0) return LargeProtocol::kCma;
+  if (stream < 0) return LargeProtocol::kStream;
+  const LargeProtocol best = stream < cma ? LargeProtocol::kStream : LargeProtocol::kCma;
+  const LargeProtocol other = best == LargeProtocol::kCma ? LargeProtocol::kStream : LargeProtocol::kCma;
+  return ++cell.picks % kExploreEvery == 0 ? other : best;
+}
+
+void ProtocolHistory::record(LargeProtocol p, uint64_t bytes, double seconds) {
+  if (bytes == 0) return;
+  double& avg = cells_[class_of(bytes)].per_byte[static_cast<int>(p)];
+  const double x = std::max(seconds, 0.0) / static_cast<double>(bytes);
+  avg = avg < 0 ? x : avg + (x - avg) / 4;
+}
+
+double ProtocolHistory::per_byte(LargeProtocol p, uint64_t bytes) const {
+  return cells_[class_of(bytes)].per_byte[static_cast<int>(p)];
+}
 
 const Calibration& calibration() {
   static std::once_flag once;
@@ -92,7 +121,9 @@ const Calibration& calibration() {
 LargeProtocol choose(ProtocolMode mode, const Calibration& cal, const MessageFacts& m) {
   if (!m.cma_allowed) return LargeProtocol::kStream;
   switch (mode) {
-    case ProtocolMode::kCma: return LargeProtocol::kCma;
+    case ProtocolMode::kCma:
+    case ProtocolMode::kMeasured:  // the transport asks its ProtocolHistory instead; CMA where it cannot
+      return LargeProtocol::kCma;
     case ProtocolMode::kStream: return LargeProtocol::kStream;
     case ProtocolMode::kAuto: break;
   }

@@ -30,21 +30,32 @@
 // when its turn comes) gets CMA, with one message in kStallProbeEvery streamed to see whether that has passed.
 // Streaming also needs the sender to progress (it feeds the ring from its own wait loop), while CMA needs only
 // the receiver: the 1.25 margin leans toward the protocol that depends on one rank.
-// The choice is opt-in (DCOMM_SHM_PROTOCOL=auto): by default every large message takes CMA, because on the quiet VM
-// auto was bimodal run to run (sendrecv 0.49-0.54x MPI's time from 1 MiB in one run, 1.0-1.3x in the next once
-// its streams were pulled, and 2-3.8x at 64-256 KiB; cma 0.92-1.23x in the same runs). DCOMM_SHM_PROTOCOL=stream
-// forces streaming (tests, benchmarks); DCOMM_SHM_CMA=0 forbids CMA altogether, and then every large message
-// streams.
+// That model is opt-in (DCOMM_SHM_PROTOCOL=auto): on the quiet VM it was bimodal run to run (sendrecv 0.49-0.54x
+// MPI's time from 1 MiB in one run, 1.0-1.3x in the next once its streams were pulled, and 2-3.8x at 64-256 KiB;
+// cma 0.92-1.23x in the same runs). The model's inputs (a copy within one core, a read of the process's own memory)
+// miss what decides it: how fast a line written on one core reaches the other, which on this VM changes with where
+// the hypervisor puts the two cores (docs/algorithms.md, "Window stores"). In one placement streaming took
+// 0.28-0.50x MPI's time for sendrecv from 64 KiB to 4 MiB where CMA took 1.0-1.1x (session 11, same minutes); in
+// the other, streams ran 2-3.8x.
+//
+// So the default (DCOMM_SHM_PROTOCOL=measured) measures the outcome instead: each receiver keeps, per peer and per
+// size class (powers of two), how long each protocol took a byte lately (ProtocolHistory: a CMA read from its call
+// to its return, a stream from its kCts to its last byte, pulls and stalls included), and takes the cheaper. It
+// tries CMA first and streaming second in each class, then the one that lost again every kExploreEvery messages of
+// that class, so a change of placement is noticed within that many. DCOMM_SHM_PROTOCOL=cma or stream forces one
+// (tests, benchmarks); DCOMM_SHM_CMA=0 forbids CMA altogether, and then every large message streams. A pair that
+// shares a core takes CMA in every mode but stream.
 
 #include <cstdint>
 #include <string>
 
 namespace dcomm::transport::shm {
 
-enum class ProtocolMode { kAuto, kCma, kStream };
+enum class ProtocolMode { kMeasured, kAuto, kCma, kStream };
 enum class LargeProtocol { kCma, kStream };
 
-/// DCOMM_SHM_PROTOCOL: cma (default), auto or stream; throws InvalidUsageError naming the variable otherwise.
+/// DCOMM_SHM_PROTOCOL: measured (default), auto, cma or stream; throws InvalidUsageError naming the variable
+/// otherwise.
 ProtocolMode protocol_mode_from_env();
 const char* to_string(ProtocolMode m);
 const char* to_string(LargeProtocol p);
@@ -89,6 +100,29 @@ class StallRate {
  private:
   double rate_ = 0;
   bool high_ = false;
+};
+
+/// Per peer (its receiver's): what large messages cost lately, by protocol and size class, and which to take next.
+class ProtocolHistory {
+ public:
+  /// Messages of one class between two tries of the protocol that is losing there.
+  static constexpr unsigned kExploreEvery = 32;
+  /// The protocol for a message of `bytes`: CMA, then streaming, until each has been measured in its class; then
+  /// the cheaper a byte, but the other every kExploreEvery messages.
+  LargeProtocol pick(uint64_t bytes);
+  /// A message of `bytes` took `seconds` by `p`: a moving average over about 4 messages a class.
+  void record(LargeProtocol p, uint64_t bytes, double seconds);
+  /// The average seconds a byte of `p` in the class of `bytes`, or a negative number before any measurement.
+  double per_byte(LargeProtocol p, uint64_t bytes) const;
+
+ private:
+  static constexpr int kClasses = 48;  ///< class = log2(bytes)
+  struct Cell {
+    double per_byte[2] = {-1, -1};  ///< by LargeProtocol
+    unsigned picks = 0;
+  };
+  static int class_of(uint64_t bytes);
+  Cell cells_[kClasses];
 };
 
 /// Pure: the protocol of one message. Never kCma where CMA is not allowed.

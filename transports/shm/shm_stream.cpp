@@ -118,6 +118,10 @@ void ShmTransport::on_data(int from, const RecordHeader& h, const char* payload)
 
 void ShmTransport::finish_stream(int from, uint64_t msg_id, InStream& s, bool pulled) {
   if (s.ack_at_end) {
+    // From the kCts to the last byte, a pull's wait and reads included: what this stream cost (ProtocolHistory;
+    // only where CMA is allowed, the one case with a choice, and the one that keeps `since`).
+    peer(from).history.record(LargeProtocol::kStream, s.bytes,
+                              std::chrono::duration<double>(Clock::now() - s.since).count());
     ack(from, msg_id);
     StallRate& stalls = peer(from).stalls;
     const bool was_high = stalls.high();

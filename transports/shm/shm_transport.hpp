@@ -76,6 +76,7 @@ class ShmTransport final : public Transport {
     /// turn behind others from the same sender is not stalled while pieces of those keep coming.
     Clock::time_point last_piece{};
     unsigned stall_skips = 0;  ///< messages taken by CMA because of `stalls`, for the probe every kStallProbeEvery
+    ProtocolHistory history;   ///< DCOMM_SHM_PROTOCOL=measured: what their large messages cost by each protocol
     bool connected = false;
     /// Whether `out` / `in` are mapped in (Ring::prefault): on first use, not at connect, so that a node of many
     /// ranks commits memory only for the pairs that talk.
