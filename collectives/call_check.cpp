@@ -106,7 +106,7 @@ CallDescriptor describe_call(const Args& args, const char* algorithm) {
   d.op = reducing(c) ? static_cast<uint8_t>(args.red.op) : 0;
   d.root = rooted(c) ? args.root : 0;
   std::strncpy(d.algorithm, algorithm, sizeof d.algorithm - 1);
-  d.device = c == Collective::kBarrier || device_of(args).is_host() ? 0 : 1;
+  d.device = c != Collective::kBarrier && on_device(args) ? 1 : 0;
   return d;
 }
 

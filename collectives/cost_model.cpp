@@ -67,7 +67,7 @@ CostParams device_priced(CostParams p) {
 std::vector<Prediction> predict(const Args& args, const GroupView& view, const CostParams& group_params) {
   std::vector<Prediction> out;
   const CostParams host = priced_for(view, group_params);
-  const CostParams params = device_of(args).is_host() ? host : device_priced(host);
+  const CostParams params = on_device(args) ? device_priced(host) : host;
   double n = model_bytes(args, view.size);
   // Paid by those that do not carry it themselves; its messages are host ones whatever the buffers.
   const double check = call_check_cost(host, view.size);

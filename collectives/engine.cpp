@@ -205,7 +205,7 @@ class EngineImpl final : public Engine {
   // The pipelining unit: a device message costs ~50 host ones (kDefaultDeviceChunkBytes). The call check compares
   // where every rank's buffers are (CallDescriptor::device), so every rank of a call cuts it alike.
   std::size_t chunk_for(const Args& args) const {
-    return device_of(args).is_host() ? chunk_bytes_ : device_chunk_bytes_;
+    return on_device(args) ? device_chunk_bytes_ : chunk_bytes_;
   }
 
   // A call this rank cannot run: it takes part in the call check marked invalid (check_calls_match throws the

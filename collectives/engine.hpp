@@ -56,6 +56,10 @@ inline constexpr std::size_t kDefaultDeviceChunkBytes = std::size_t{8} << 20;
 
 /// The device a call's elements are on (its send buffer, or its receive buffer where it sends none).
 const Device& device_of(const Args& args);
+/// Whether this rank's call is a device call: a buffer of it (send or receive, empty or not) is labelled with a
+/// device. The engine's piece size, the cost model's prices and the call check's `device` field all follow it, so
+/// a rank whose one side is an empty default Buffer still counts as on the device with its ranks.
+bool on_device(const Args& args);
 
 struct EngineOptions {
   std::size_t chunk_bytes = 0;  ///< pipelining chunk; 0: DCOMM_CHUNK_BYTES, else the default

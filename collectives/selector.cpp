@@ -95,7 +95,7 @@ Selector::Selector(CostParams params, std::string params_source, std::map<Collec
 
 const Rule* Selector::rule_for(const Args& args, const GroupView& view) const {
   if (rules_.empty()) return nullptr;
-  const Rule* r = find_rule(rules_, args.coll, view.size, model_bytes(args, view.size), !device_of(args).is_host());
+  const Rule* r = find_rule(rules_, args.coll, view.size, model_bytes(args, view.size), on_device(args));
   if (r == nullptr) return nullptr;
   const Algorithm* a = find_algorithm(args.coll, r->algorithm);
   return a != nullptr && a->supports(args, view) ? r : nullptr;

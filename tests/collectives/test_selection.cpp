@@ -13,6 +13,7 @@
 #include <sstream>
 #include <string_view>
 
+#include "collectives/call_check.hpp"
 #include "collectives/cost_model.hpp"
 #include "collectives/rules.hpp"
 #include "collectives/selector.hpp"
@@ -481,6 +482,16 @@ TEST_CASE("calls on device buffers are priced with the device's costs, in device
   CHECK(device.alpha == kDeviceAlpha);
   CHECK(device.chunk_bytes == host.device_chunk_bytes);
   CHECK(host.device_chunk_bytes == static_cast<double>(kDefaultDeviceChunkBytes));
+  // A device call is one with a buffer labelled with a device, empty or not: a scatter's non-root passes an empty
+  // default (host) send buffer and is still cut and checked as a device call with its root.
+  Args scatter;
+  scatter.coll = Collective::kScatter;
+  scatter.recv = Buffer(reinterpret_cast<void*>(0x1000), 4, DType::kFloat32, Device::cuda(0));
+  CHECK(on_device(scatter));
+  CHECK(describe_call(scatter, "linear").device == 1);
+  scatter.recv.device = Device::host();
+  CHECK_FALSE(on_device(scatter));
+  CHECK(describe_call(scatter, "linear").device == 0);
   for (int size : {2, 3, 4, 8}) {
     GroupView v = fake_view(0, size);
     // At 1 MiB a host call is bandwidth-bound (ring, rabenseifner) but a device one is latency-bound: a device
