@@ -33,7 +33,8 @@ struct CallDescriptor {
   uint64_t count = 0;
   char algorithm[32] = {};
   /// 1 where the call's elements are on a device: device calls pipeline in larger pieces (kDefaultDeviceChunkBytes),
-  /// so a rank on host memory and one on device memory would cut the same call differently.
+  /// so a rank on host memory and one on device memory would cut the same call differently. 0 for v-variants
+  /// (cut in host pieces whatever the memory) and calls of no elements.
   uint8_t device = 0;
   uint8_t reserved[7] = {};  ///< no padding: descriptors are compared with memcmp
 };

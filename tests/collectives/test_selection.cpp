@@ -492,6 +492,15 @@ TEST_CASE("calls on device buffers are priced with the device's costs, in device
   scatter.recv.device = Device::host();
   CHECK_FALSE(on_device(scatter));
   CHECK(describe_call(scatter, "linear").device == 0);
+  // v-variants are cut in host pieces whatever the memory, so a rank of one whose empty buffers resolved to host
+  // memory matches its peers on a device; so are calls of no elements.
+  Args allv;
+  allv.coll = Collective::kAllToAll;
+  allv.vector_variant = true;
+  allv.send = allv.recv = Buffer(reinterpret_cast<void*>(0x1000), 4, DType::kFloat32, Device::cuda(0));
+  CHECK(describe_call(allv, "pairwise").device == 0);
+  scatter.recv = Buffer(nullptr, 0, DType::kFloat32, Device::cuda(0));
+  CHECK(describe_call(scatter, "linear").device == 0);
   for (int size : {2, 3, 4, 8}) {
     GroupView v = fake_view(0, size);
     // At 1 MiB a host call is bandwidth-bound (ring, rabenseifner) but a device one is latency-bound: a device
