@@ -106,9 +106,9 @@ CallDescriptor describe_call(const Args& args, const char* algorithm) {
   d.op = reducing(c) ? static_cast<uint8_t>(args.red.op) : 0;
   d.root = rooted(c) ? args.root : 0;
   std::strncpy(d.algorithm, algorithm, sizeof d.algorithm - 1);
-  // Where the piece size depends on it (Engine: chunk_for): not for v-variants (host pieces everywhere) nor calls
-  // of no elements (nothing to cut, and every rank's empty buffers resolve to host memory).
-  d.device = c != Collective::kBarrier && !args.vector_variant && d.count > 0 && on_device(args) ? 1 : 0;
+  // The engine's piece size (device_pieces); 0 for calls of no elements (nothing to cut, and every rank's empty
+  // buffers resolve to host memory).
+  d.device = c != Collective::kBarrier && d.count > 0 && device_pieces(args) ? 1 : 0;
   return d;
 }
 

@@ -17,9 +17,9 @@ const Buffer& primary(const Args& a) { return a.send.data != nullptr || a.send.c
 
 }  // namespace
 
-const Device& device_of(const Args& args) { return primary(args).device; }
-
 bool on_device(const Args& args) { return !args.send.device.is_host() || !args.recv.device.is_host(); }
+
+bool device_pieces(const Args& args) { return on_device(args) && !args.vector_variant; }
 
 Context::Context(const Args& a, const GroupView& v, const Deadline& d, uint64_t s, std::string_view w,
                  std::size_t chunk)

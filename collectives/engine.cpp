@@ -203,12 +203,8 @@ class EngineImpl final : public Engine {
   }
 
   // The pipelining unit: a device message costs ~50 host ones (kDefaultDeviceChunkBytes). The call check compares
-  // where every rank's buffers are (CallDescriptor::device), so every rank of a call cuts it alike. v-variants keep
-  // the host's: a rank of one with nothing to send or receive passes only empty buffers, which the process group
-  // resolves to host memory, and its peers on a device must still cut their blocks as it does.
-  std::size_t chunk_for(const Args& args) const {
-    return on_device(args) && !args.vector_variant ? device_chunk_bytes_ : chunk_bytes_;
-  }
+  // device_pieces() (CallDescriptor::device), so every rank of a call cuts it alike.
+  std::size_t chunk_for(const Args& args) const { return device_pieces(args) ? device_chunk_bytes_ : chunk_bytes_; }
 
   // A call this rank cannot run: it takes part in the call check marked invalid (check_calls_match throws the
   // same error on every rank), or, with the check off, throws here alone.

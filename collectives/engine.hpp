@@ -54,12 +54,14 @@ struct GroupView {
 /// large (host calls in 512 KiB, which would make a 16 MiB device all_reduce[ring] 5x slower).
 inline constexpr std::size_t kDefaultDeviceChunkBytes = std::size_t{8} << 20;
 
-/// The device a call's elements are on (its send buffer, or its receive buffer where it sends none).
-const Device& device_of(const Args& args);
 /// Whether this rank's call is a device call: a buffer of it (send or receive, empty or not) is labelled with a
 /// device. The engine's piece size, the cost model's prices and the call check's `device` field all follow it, so
 /// a rank whose one side is an empty default Buffer still counts as on the device with its ranks.
 bool on_device(const Args& args);
+/// Whether this rank cuts the call in device pieces (kDefaultDeviceChunkBytes): a device call that is not a
+/// v-variant (a rank of a v-variant with nothing to move passes only empty buffers, which resolve to host memory,
+/// and must cut as its peers do). The engine's piece size and the call check's `device` field both follow it.
+bool device_pieces(const Args& args);
 
 struct EngineOptions {
   std::size_t chunk_bytes = 0;  ///< pipelining chunk; 0: DCOMM_CHUNK_BYTES, else the default
