@@ -10,6 +10,8 @@
 #include <map>
 #include <mutex>
 #include <new>
+#include <set>
+#include <utility>
 
 #include "collectives/call_check.hpp"
 #include "collectives/call_shape.hpp"
@@ -20,6 +22,7 @@
 #include "collectives/shm_segments.hpp"
 #include "collectives/slots.hpp"
 #include "collectives/topology.hpp"
+#include "collectives/tuner.hpp"
 #include "collectives/validate.hpp"
 #include "collectives/window_probe.hpp"
 #include "common/env.hpp"
@@ -46,6 +49,9 @@ class EngineImpl final : public Engine {
         device_chunk_bytes_(device_chunk_bytes),
         check_calls_(check_calls),
         selector_(params, std::move(source), std::move(env_forced), std::move(rules), std::move(rules_path)) {}
+
+  /// Measure the choices of calls the cost model would make (tuner.hpp), from the next call on.
+  void tune() { tune_ = true; }
   ~EngineImpl() override {
     if (view_.slots) view_.slots->settle_quietly(view_, Deadline::after(kSettleTimeout));
   }
@@ -59,6 +65,8 @@ class EngineImpl final : public Engine {
     // A call of the last valid call's shape (repeat_) takes what the engine derived from the shape alone; any other
     // call is validated and chosen for in full. Either way its descriptor goes through the call check below, so a
     // rank whose call differs from the others' is caught alike (the cache is this rank's, never the group's).
+    // The first call of a size class the tuner measures: checked here, on every rank, before the measurement.
+    const bool checked = tune_ && algorithm.empty() && found.empty() && measure_first(args, deadline, seq);
     const CallShape shape = CallShape::of(args);
     const uint64_t generation = selector_.generation();
     if (!found.empty() || !algorithm.empty() || !shape.cacheable || !repeat_.algo || !(repeat_.shape == shape) ||
@@ -89,7 +97,9 @@ class EngineImpl final : public Engine {
     }
     const bool check = check_calls_ && view_.size > 1;
     const CallDescriptor& call = repeat_.call;
-    if (check && (!repeat_.fused || moves_nothing(args))) {
+    if (checked) {
+      // compared before the measurement; its algorithm is now the measured one, the same on every rank
+    } else if (check && (!repeat_.fused || moves_nothing(args))) {
       // Through the slots the check carries this rank's note that its windows were slow (note_window_round), and
       // every rank reads every rank's: all measure again here, before moving any data, or none does.
       const bool notes = view_.slots != nullptr && reprobe_calls_ > 0;
@@ -119,7 +129,7 @@ class EngineImpl final : public Engine {
                                     format_bytes(largest_bytes(args))),
                         ENOMEM);
     }
-    if (reprobe_calls_ > 0) count_for_probe(args);
+    if (reprobe_calls_ > 0 && !measuring_) count_for_probe(args);
     if (watch_.judged) slow_calls_ = watch_.slow ? slow_calls_ + 1 : 0;
     watch_ = {};
   }
@@ -200,6 +210,51 @@ class EngineImpl final : public Engine {
     // Named algorithms and premul_sum's scale (which validation checks, and the shape leaves out) are never
     // repeats: the next call goes the full way again.
     if (!algorithm.empty() || !shape.cacheable) repeat_.shape = CallShape{};
+  }
+
+  // A call of a size class the tuner has not measured (tuner.hpp), whose choice is the cost model's: checks it on
+  // every rank (an invalid or mismatched call fails there, alike everywhere, as it would have without the tuner),
+  // then measures every algorithm of the class with calls numbered apart from the group's, and learns the
+  // fastest. Returns whether the call was checked. The measurement's calls come back through run() with their
+  // algorithm named, so they are never measured themselves.
+  bool measure_first(const Args& args, const Deadline& deadline, uint64_t seq) {
+    if (measuring_) return false;
+    const int cls = tune_class(args, view_.size);
+    if (cls < 0 || tuned_classes_.count({args.coll, cls}) != 0 || selector_.decided(args, view_)) return false;
+    learn(args, "", deadline, seq, {}, CallShape::of(args), selector_.generation());  // refuses an invalid call
+    {
+      Context c(args, view_, deadline, seq, repeat_.mine->what, chunk_for(args));
+      check_calls_match(c, &repeat_.call);
+    }
+    // Every rank's call is this one: every rank measures this class now, once.
+    tuned_classes_.insert({args.coll, cls});
+    measuring_ = true;
+    TuneResult result;
+    try {
+      result = measure_algorithms(args, view_, *repeat_.algo, seq, [&](const Args& a, const std::string& algorithm) {
+        run(a, algorithm, Deadline::after(deadline.timeout()), kTuneSeqBase | (tune_calls_++ & kTuneSeqMask), {});
+      });
+    } catch (const Error& e) {
+      measuring_ = false;
+      rethrow_prefixed(e, fmt::format("{} rank {}/{} (call #{} of this group): while measuring its algorithms "
+                                      "before it runs (DCOMM_TUNE; off turns it off): ",
+                                      to_string(args.coll), view_.rank, view_.size, seq));
+    } catch (...) {
+      measuring_ = false;
+      throw;
+    }
+    measuring_ = false;
+    if (result.algorithm.empty()) return true;
+    Rule rule;
+    rule.coll = args.coll;
+    rule.ranks = view_.size;
+    rule.min_bytes = uint64_t{1} << cls;
+    rule.max_bytes = uint64_t{1} << (cls + 1);
+    rule.algorithm = result.algorithm;
+    DCOMM_DEBUG("collectives engine rank {}/{}: {} measured, {}: {}", view_.rank, view_.size, to_string(args.coll),
+                describe(rule), result.how);
+    selector_.add_learned(std::move(rule), std::move(result.how));
+    return true;
   }
 
   // The pipelining unit: a device message costs ~50 host ones (kDefaultDeviceChunkBytes). The call check compares
@@ -311,6 +366,15 @@ class EngineImpl final : public Engine {
   std::size_t device_chunk_bytes_;
   bool check_calls_;
   Selector selector_;
+  // The tuner (tuner.hpp): whether it measures, the classes measured (or being measured), whether run() is inside
+  // a measurement, and the measurement calls' numbers: kTuneSeqBase and up, apart from the group's calls (a
+  // transport tag keeps 20 bits of a call number; the cost model's probe has 0xFFFFF).
+  static constexpr uint64_t kTuneSeqBase = 0xC0000;
+  static constexpr uint64_t kTuneSeqMask = 0x1FFFF;
+  bool tune_ = false;
+  bool measuring_ = false;
+  uint64_t tune_calls_ = 0;
+  std::set<std::pair<Collective, int>> tuned_classes_;
   std::vector<PerAlgorithm> per_algorithm_{algorithm_table().size()};
   Repeat repeat_;
 };
@@ -383,6 +447,12 @@ std::unique_ptr<Engine> Engine::create(const GroupView& group, const EngineOptio
   auto engine = std::make_unique<EngineImpl>(std::move(with_slots), static_cast<std::size_t>(chunk),
                                              static_cast<std::size_t>(device_chunk), check, params, std::move(source),
                                              std::move(forced), std::move(rules), rules_path);
+  // Measured choices (tuner.hpp), like the window probe's again only with the call check on: the measurement
+  // starts at a call every rank has compared.
+  const TuneMode tune = tune_mode_from_env();
+  if (check && view.size > 1 && (tune == TuneMode::kOn || (tune == TuneMode::kAuto && view.hierarchy->topo.shares_cores))) {
+    engine->tune();
+  }
   // Only with the call check on: without it the ranks' calls may differ, and so may their counts.
   if (reprobe && check) engine->measure_windows_again(static_cast<uint64_t>(
       std::max<long long>(1, env::get_int("DCOMM_SHM_REPROBE_CALLS", static_cast<long long>(kReprobeCalls)))));

@@ -66,13 +66,15 @@ std::string rules_json(const std::vector<Rule>& rules) {
   return nlohmann::json{{"rules", out}}.dump(1) + "\n";
 }
 
+bool rule_matches(const Rule& r, Collective coll, int ranks, double bytes, bool device) {
+  return r.coll == coll && r.device == device && (r.ranks == 0 || r.ranks == ranks) &&
+         bytes >= static_cast<double>(r.min_bytes) &&
+         (r.max_bytes == UINT64_MAX || bytes < static_cast<double>(r.max_bytes));
+}
+
 const Rule* find_rule(const std::vector<Rule>& rules, Collective coll, int ranks, double bytes, bool device) {
   for (const Rule& r : rules) {
-    if (r.coll == coll && r.device == device && (r.ranks == 0 || r.ranks == ranks) &&
-        bytes >= static_cast<double>(r.min_bytes) &&
-        (r.max_bytes == UINT64_MAX || bytes < static_cast<double>(r.max_bytes))) {
-      return &r;
-    }
+    if (rule_matches(r, coll, ranks, bytes, device)) return &r;
   }
   return nullptr;
 }

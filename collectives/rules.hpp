@@ -39,6 +39,8 @@ std::vector<Rule> load_rules(const std::string& path);
 std::string rules_json(const std::vector<Rule>& rules);
 /// "all_reduce on 3 ranks, 16.0 KiB to 128.0 KiB: shm_direct".
 std::string describe(const Rule& rule);
+/// Whether `rule` covers a call of `coll` moving `bytes` (the model's n) on `ranks` ranks, on device buffers or not.
+bool rule_matches(const Rule& rule, Collective coll, int ranks, double bytes, bool device);
 /// The first rule for a call of `coll` moving `bytes` (the model's n) on `ranks` ranks, on device buffers or not;
 /// null when none.
 const Rule* find_rule(const std::vector<Rule>& rules, Collective coll, int ranks, double bytes, bool device);

@@ -93,12 +93,41 @@ Selector::Selector(CostParams params, std::string params_source, std::map<Collec
       rules_(std::move(rules)),
       rules_path_(std::move(rules_path)) {}
 
-const Rule* Selector::rule_for(const Args& args, const GroupView& view) const {
-  if (rules_.empty()) return nullptr;
-  const Rule* r = find_rule(rules_, args.coll, view.size, model_bytes(args, view.size), on_device(args));
-  if (r == nullptr) return nullptr;
-  const Algorithm* a = find_algorithm(args.coll, r->algorithm);
-  return a != nullptr && a->supports(args, view) ? r : nullptr;
+const Rule* Selector::rule_for(const Args& args, const GroupView& view, bool* learned, std::string* how) const {
+  auto usable = [&](const Rule* r) {
+    if (r == nullptr) return false;
+    const Algorithm* a = find_algorithm(args.coll, r->algorithm);
+    return a != nullptr && a->supports(args, view);
+  };
+  const double n = model_bytes(args, view.size);
+  const bool device = on_device(args);
+  if (!rules_.empty()) {
+    const Rule* r = find_rule(rules_, args.coll, view.size, n, device);
+    if (usable(r)) return r;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const Learned& l : learned_) {
+    const Rule* r = &l.rule;
+    if (!rule_matches(*r, args.coll, view.size, n, device) || !usable(r)) continue;
+    if (learned != nullptr) *learned = true;
+    if (how != nullptr) *how = l.how;
+    return r;  // a deque that only grows: the rule stays where it is
+  }
+  return nullptr;
+}
+
+void Selector::add_learned(Rule rule, std::string how) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    learned_.push_back(Learned{std::move(rule), std::move(how)});
+  }
+  invalidate();
+}
+
+bool Selector::decided(const Args& args, const GroupView& view) const {
+  std::string origin;
+  if (!forced(args.coll, &origin).empty()) return true;
+  return rule_for(args, view) != nullptr;
 }
 
 void Selector::set_override(Collective c, const std::string& name) {
@@ -219,13 +248,18 @@ std::string Selector::explain(Collective c, std::size_t bytes, const GroupView& 
     }
   }
   out += format_predictions(predictions, best, unfit);
-  std::string origin;
+  std::string origin, how;
   std::string name = forced(c, &origin);
   if (!name.empty()) {
     out += fmt::format("choice: {} (forced by {}; the cost model would pick {})", name, origin, best->name);
-  } else if (const Rule* r = rule_for(args, view)) {
-    out += fmt::format("choice: {} (measured: {}, rule '{}'; the cost model would pick {})", r->algorithm, rules_path_,
-                       describe(*r), best->name);
+  } else if (bool learned = false; const Rule* r = rule_for(args, view, &learned, &how)) {
+    if (learned) {
+      out += fmt::format("choice: {} (measured by this group, DCOMM_TUNE: {}; the cost model would pick {})",
+                         r->algorithm, how, best->name);
+    } else {
+      out += fmt::format("choice: {} (measured: {}, rule '{}'; the cost model would pick {})", r->algorithm,
+                         rules_path_, describe(*r), best->name);
+    }
   } else {
     out += fmt::format("choice: {} (cost model)", best->name);
   }

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <atomic>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <string>
@@ -42,6 +43,12 @@ class Selector {
   uint64_t generation() const { return overrides_generation_.load(std::memory_order_acquire); }
   /// What the model prices changed (the group's topology: Topology::cached_windows): choices are made again.
   void invalidate() { overrides_generation_.fetch_add(1, std::memory_order_release); }
+  /// A rule this group measured itself (DCOMM_TUNE, collectives/tuner.hpp), taken after the file's rules and
+  /// before the cost model; `how` is what explain() shows of the measurement. Makes the choices again.
+  void add_learned(Rule rule, std::string how);
+  /// Whether a call's choice is already made without the model: a set_algorithm() or DCOMM_ALGO name for its
+  /// collective, or a rule (the file's or a learned one) for its size. The tuner measures only the other calls.
+  bool decided(const Args& args, const GroupView& view) const;
 
  private:
   /// What a choice depends on besides the group: calls of one shape get the same algorithm, so the choice is
@@ -66,8 +73,10 @@ class Selector {
   const Algorithm& choose_unnamed(const Args& args, const GroupView& view) const;
   /// The forced name for `c` and where it came from; empty when none.
   std::string forced(Collective c, std::string* origin) const;
-  /// The rule for this call whose algorithm handles it, or null.
-  const Rule* rule_for(const Args& args, const GroupView& view) const;
+  /// The rule for this call whose algorithm handles it, or null: the file's first, then the learned ones
+  /// (`learned` set true then, and `how` to the measurement's description when given).
+  const Rule* rule_for(const Args& args, const GroupView& view, bool* learned = nullptr,
+                       std::string* how = nullptr) const;
 
   CostParams params_;
   std::string params_source_;
@@ -76,6 +85,11 @@ class Selector {
   std::string rules_path_;
   mutable std::mutex mu_;
   std::map<Collective, std::string> overrides_;
+  struct Learned {
+    Rule rule;
+    std::string how;
+  };
+  std::deque<Learned> learned_;  ///< under mu_; only grows (a class is measured once), so references stay valid
   std::atomic<uint64_t> overrides_generation_{1};
   // Touched only by choose(), which the engine calls for one call of the group at a time.
   mutable std::array<Remembered, 8> remembered_{};

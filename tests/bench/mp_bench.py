@@ -124,6 +124,45 @@ def case_rules():
         require(any(r["bytes"] > 96 * 1024 for r in results), "a size past the measured ones ran", text)
 
 
+def case_tune():
+    """DCOMM_TUNE's default on 3 ranks sharing 2 cores: the first call of every collective at each size class from
+    4 KiB measures the rows, every rank learns the same rule at the same call, auto then runs the learned row, and
+    every result is right (0 wrong); with DCOMM_TUNE=off nothing is measured. On a machine of 3 cores or more the
+    ranks do not share cores and auto measures nothing: DCOMM_TUNE=on makes the test the same there."""
+    import re
+    pattern = re.compile(r"rank (\d+)/3: (\w+) measured, \w+ on 3 ranks, (.+?): (\w+): before call #(\d+)")
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "auto.json")
+        env = {"DCOMM_LOG_LEVEL": "debug"}
+        if (os.cpu_count() or 1) >= 3:
+            env["DCOMM_TUNE"] = "on"
+        _, text = launch(3, "all", "-b", "1000", "-e", "2M", "-f", "9", "-n", "3", "-w", "1", "--check", "-r", "1",
+                         "--json", out, env=env)
+        require("# Wrong elements: 0" in text, "auto, measured online: expected 0 wrong", text)
+        learned = {}
+        for m in pattern.finditer(text):
+            rank, coll, span, algo, seq = m.groups()
+            learned.setdefault((coll, span, seq), {})[int(rank)] = algo
+        require(learned, "no measurement in the log", text[-3000:])
+        for key, by_rank in learned.items():
+            require(len(by_rank) == 3 and len(set(by_rank.values())) == 1,
+                    f"{key}: every rank must learn the same row at the same call, got {by_rank}", text[-3000:])
+        colls = {k[0] for k in learned}
+        require({"all_reduce", "reduce", "reduce_scatter", "broadcast", "scatter", "gather", "all_gather",
+                 "all_to_all"} <= colls, f"every collective measured, got {sorted(colls)}", text[-3000:])
+        with open(out) as f:
+            results = [r for r in json.load(f)["results"] if not r["skipped"] and r["library"] == "dcomm"
+                       and r["collective"] not in ("barrier", "sendrecv")]
+        for r in results:
+            if r["bytes"] >= 9000:  # every size from 9,000 B was measured (sizes 1000, 9000, 81000, 729000 B)
+                rows = {v[0] for k, v in learned.items() if k[0] == r["collective"]}
+                require(r["chosen_algorithm"] in rows, f"{r['collective']} {r['bytes']} B ran "
+                        f"{r['chosen_algorithm']}, not a learned row ({sorted(rows)})", text[-3000:])
+        _, text = launch(3, "all_reduce", "-b", "9000", "-e", "9000", "-n", "3", "-w", "1", "--check",
+                         env={"DCOMM_LOG_LEVEL": "debug", "DCOMM_TUNE": "off"})
+        require("# Wrong elements: 0" in text and " measured, " not in text, "DCOMM_TUNE=off measured", text)
+
+
 def case_windows():
     """all_reduce and reduce [shm_direct] and all_gather, all_to_all, broadcast, gather, scatter and reduce_scatter [shm_rounds] in real processes with each way of filling the
     windows forced (plain stores in 1 MiB rounds, non-temporal in 4 MiB rounds) and with the probe's own answer:

@@ -1,0 +1,176 @@
+// Choices measured online: see tuner.hpp.
+
+#include "collectives/tuner.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <dcomm/error.hpp>
+#include <limits>
+#include <new>
+#include <typeinfo>
+
+#include "collectives/cost_model.hpp"
+#include "collectives/registry.hpp"
+#include "common/deadline.hpp"
+#include "common/env.hpp"
+
+namespace dcomm::coll {
+
+namespace {
+
+// Timed calls per algorithm after one warm-up call: more where calls are short (their noise is relatively
+// larger), fewer where one call of a slow row takes tens of milliseconds.
+int timed_calls(double n) {
+  if (n <= double(256 << 10)) return 8;
+  if (n <= double(4 << 20)) return 5;
+  if (n <= double(16 << 20)) return 3;
+  return 2;
+}
+
+std::string seconds_text(double s) {
+  if (!std::isfinite(s)) return "could not run";
+  if (s < 1e-3) return fmt::format("{:.1f} us", s * 1e6);
+  return fmt::format("{:.2f} ms", s * 1e3);
+}
+
+// Memory for one buffer of the measurement, zeroed (any value does: no algorithm's time depends on the data),
+// aligned like the caller's malloc'd buffers.
+struct Block {
+  std::unique_ptr<std::max_align_t[]> bytes;
+  explicit Block(std::size_t n)
+      : bytes(new std::max_align_t[n / sizeof(std::max_align_t) + 1]()) {}
+  void* data() const { return bytes.get(); }
+};
+
+}  // namespace
+
+TuneMode tune_mode_from_env() {
+  const std::string v = env::get("DCOMM_TUNE").value_or("auto");
+  if (v == "auto" || v.empty()) return TuneMode::kAuto;
+  if (v == "on" || v == "1") return TuneMode::kOn;
+  if (v == "off" || v == "0") return TuneMode::kOff;
+  throw InvalidUsageError(fmt::format("DCOMM_TUNE='{}': expected off, on or auto (on where the group's ranks share "
+                                      "cores, the default)",
+                                      v));
+}
+
+int tune_class(const Args& args, int group_size) {
+  if (args.vector_variant || args.red.op == ReduceOp::kPreMulSum || on_device(args)) return -1;
+  if (args.coll == Collective::kBarrier) return -1;
+  const double n = model_bytes(args, group_size);
+  if (n < kTuneMinBytes || n > kTuneMaxBytes) return -1;
+  return static_cast<int>(std::floor(std::log2(n)));
+}
+
+void rethrow_prefixed(const Error& e, const std::string& prefix) {
+  const std::string m = prefix + e.what();
+  if (dynamic_cast<const ExcludedError*>(&e) != nullptr) throw ExcludedError(m);
+  if (dynamic_cast<const AbortedError*>(&e) != nullptr) throw AbortedError(m);
+  if (dynamic_cast<const TimeoutError*>(&e) != nullptr) throw TimeoutError(m);
+  if (dynamic_cast<const RemoteError*>(&e) != nullptr) throw RemoteError(m);
+  if (dynamic_cast<const InvalidUsageError*>(&e) != nullptr) throw InvalidUsageError(m);
+  if (typeid(e) == typeid(Error)) throw Error(e.code(), m);
+  throw;  // NOLINT: SystemError and others keep their own type and message
+}
+
+std::size_t pick_measured(const std::vector<double>& seconds, std::size_t model, double margin) {
+  std::size_t best = model < seconds.size() ? model : 0;
+  for (std::size_t i = 0; i < seconds.size(); ++i) {
+    if (seconds[i] < seconds[best]) best = i;
+  }
+  if (model < seconds.size() && std::isfinite(seconds[model]) && seconds[model] <= seconds[best] * (1.0 + margin)) {
+    return model;
+  }
+  return best;
+}
+
+TuneResult measure_algorithms(const Args& call, const GroupView& view, const Algorithm& model, uint64_t seq,
+                              const TuneCall& run) {
+  std::vector<const Algorithm*> candidates;
+  std::size_t model_index = 0;
+  for (const Algorithm* a : algorithms_for(call.coll)) {
+    if (a->by_name_only || !a->supports(call, view)) continue;
+    if (a == &model) model_index = candidates.size();
+    candidates.push_back(a);
+  }
+  if (candidates.size() < 2) return {};
+  // The call's shape on memory of the measurement's own: in place where the call is.
+  Args a;
+  a.coll = call.coll;
+  a.red = call.red;
+  a.root = call.root;
+  int ok = 1;
+  const bool in_place = call.send.data == call.recv.data;
+  std::unique_ptr<Block> send, recv;
+  try {
+    // In place, both views share one block as large as the larger (an all_gather's input lies inside its output).
+    send = std::make_unique<Block>(in_place ? std::max(call.send.bytes(), call.recv.bytes()) : call.send.bytes());
+    if (!in_place) recv = std::make_unique<Block>(call.recv.bytes());
+  } catch (const std::bad_alloc&) {
+    ok = 0;
+  }
+  if (ok != 0) {
+    // A buffer the call leaves null (a non-root's side of a rooted call) stays null.
+    auto like = [](const Buffer& b, const Block* block) {
+      return Buffer(b.data == nullptr ? nullptr : block->data(), b.count, b.dtype);
+    };
+    a.send = like(call.send, send.get());
+    a.recv = like(call.recv, in_place ? send.get() : recv.get());
+  }
+  // Every rank has the memory, or none measures (a rank alone failing would leave the others waiting).
+  Args agree;
+  agree.coll = Collective::kAllReduce;
+  agree.red.op = ReduceOp::kMin;
+  agree.send = agree.recv = Buffer(&ok, 1);
+  run(agree, "");
+  if (ok == 0) return {};
+
+  const int timed = timed_calls(model_bytes(call, view.size));
+  std::vector<double> seconds(candidates.size(), std::numeric_limits<double>::infinity());
+  std::vector<double> times(static_cast<std::size_t>(timed));
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    try {
+      run(a, candidates[i]->name);  // warm-up: its scratch, its first touch of the windows
+      for (int k = 0; k < timed; ++k) {
+        const auto t0 = std::chrono::steady_clock::now();
+        run(a, candidates[i]->name);
+        times[static_cast<std::size_t>(k)] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      }
+      std::nth_element(times.begin(), times.begin() + timed / 2, times.end());
+      seconds[i] = times[static_cast<std::size_t>(timed / 2)];
+    } catch (const InvalidUsageError&) {
+      // Raised on every rank alike by the call check (a limit of the row that supports() does not see): the row
+      // stays unmeasured, at infinity, everywhere. Failures of a peer or a timeout go up to the caller.
+    }
+  }
+  // The slowest rank's median is the call's time; every rank then holds the same numbers and picks alike.
+  Args slowest;
+  slowest.coll = Collective::kAllReduce;
+  slowest.red.op = ReduceOp::kMax;
+  slowest.send = slowest.recv = Buffer(seconds.data(), seconds.size());
+  // infinity survives max; the all_reduce's n (8 B a row) is below kTuneMinBytes, so this call is never measured.
+  run(slowest, "");
+  const std::size_t chosen = pick_measured(seconds, model_index);
+  if (!std::isfinite(seconds[chosen])) return {};
+  std::vector<std::size_t> order(candidates.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) { return seconds[x] < seconds[y]; });
+  std::string rows;
+  for (std::size_t i : order) {
+    rows += fmt::format("{}{} {}", rows.empty() ? "" : ", ", candidates[i]->name, seconds_text(seconds[i]));
+  }
+  TuneResult r;
+  r.algorithm = candidates[chosen]->name;
+  r.how = fmt::format("before call #{}, {} on {} ranks, the slowest rank's median of {} calls: {}{}", seq,
+                      format_bytes(static_cast<std::size_t>(model_bytes(call, view.size))), view.size, timed, rows,
+                      chosen == model_index && order.front() != model_index
+                          ? fmt::format(" ({} kept: within 10% of the fastest)", model.name)
+                          : std::string());
+  return r;
+}
+
+}  // namespace dcomm::coll

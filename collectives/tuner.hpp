@@ -1,0 +1,66 @@
+#pragma once
+// Choices measured online (DCOMM_TUNE): the first call of a collective in a size class (a power of two of the
+// model's n) runs every algorithm that handles it a few times on scratch buffers, the ranks agree on the slowest
+// rank's median time of each, and the fastest becomes a learned rule of the group (Selector::add_learned) for the
+// whole class. Where the cost model's prices do not hold - ranks sharing cores, where measured rows ran 0.5-8x
+// their price (docs/benchmark.md, session 11) - the group measures what a rules file (collectives/rules.hpp) would
+// have told it, without the file. Like a rules file, it never changes a result: only which algorithm computes it.
+//
+// Every rank measures at the same call: the class is a function of the call, which the call check has compared on
+// every rank before any rank measures (the engine checks the call first), and of the calls before it. The
+// measurements' own calls are ordinary calls of the group (with the call check), numbered apart from the caller's.
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <dcomm/error.hpp>
+
+#include "collectives/engine.hpp"
+
+namespace dcomm::coll {
+
+struct Algorithm;
+
+enum class TuneMode {
+  kOff,
+  kOn,    ///< every group of two ranks or more, with the call check on
+  kAuto,  ///< the default: groups whose ranks share cores (Topology::shares_cores), where the model is known off
+};
+
+/// DCOMM_TUNE: "off", "on" or "auto" (unset: auto). Throws InvalidUsageError naming the variable otherwise.
+TuneMode tune_mode_from_env();
+
+/// Calls measured: the model's n from 4 KiB (below, a call is a few microseconds of latency the model prices well)
+/// to 64 MiB (scratch of the call's size, a few calls of each algorithm).
+inline constexpr double kTuneMinBytes = 4096;
+inline constexpr double kTuneMaxBytes = double(std::size_t{64} << 20);
+
+/// The size class a call is measured in (floor of log2 of the model's n), or -1 for a call the tuner leaves to the
+/// other choices: on device buffers, a v-variant, premul_sum, or n outside [kTuneMinBytes, kTuneMaxBytes].
+int tune_class(const Args& args, int group_size);
+
+/// Runs one call of the group (the engine's run() with its own call number) with `algorithm` ("" for the choice
+/// the group would make), blocking.
+using TuneCall = std::function<void(const Args& args, const std::string& algorithm)>;
+
+struct TuneResult {
+  std::string algorithm;  ///< empty: nothing measured (fewer than two candidates, or scratch not had everywhere)
+  std::string how;        ///< the times, for explain() and the log
+};
+
+/// Measures every algorithm that handles `call` on `view` (not by-name-only rows) through `run`, on scratch
+/// buffers of the call's shape, and picks (pick_measured) with `model` as the cost model's choice.
+TuneResult measure_algorithms(const Args& call, const GroupView& view, const Algorithm& model, uint64_t seq,
+                              const TuneCall& run);
+
+/// Throws `e` again, of its own type, with `prefix` before its message (a measurement's failure names the
+/// caller's call, not the measurement's own call number); a type it does not know is rethrown as it is.
+[[noreturn]] void rethrow_prefixed(const Error& e, const std::string& prefix);
+
+/// The index of the fastest of `seconds`, except that the model's choice `model` stays while it is within
+/// `margin` of the fastest (choices stable run to run where two rows are about as fast).
+std::size_t pick_measured(const std::vector<double>& seconds, std::size_t model, double margin = 0.10);
+
+}  // namespace dcomm::coll

@@ -1,0 +1,211 @@
+// Choices measured online (DCOMM_TUNE, collectives/tuner.hpp): the pick, the classes measured, every collective
+// right after its measurement (in place, roots, odd sizes), the learned rule in explain(), a mismatched call at a
+// class to measure failing as without the tuner, and the knob's bad values named.
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <dcomm/error.hpp>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "collectives/cost_model.hpp"
+#include "collectives/tuner.hpp"
+#include "tests/collectives/cases.hpp"
+#include "tests/collectives/harness.hpp"
+
+using namespace dcomm;
+using namespace dcomm::coll;
+
+using test::soon;
+
+TEST_CASE("pick_measured: the fastest row, the model's while within the margin", "[collectives][tuner]") {
+  const double inf = std::numeric_limits<double>::infinity();
+  CHECK(pick_measured({3e-6, 1e-6, 2e-6}, 0) == 1);
+  CHECK(pick_measured({1.05e-6, 1e-6, 2e-6}, 0) == 0);  // within 10%: the model's choice stays
+  CHECK(pick_measured({1.2e-6, 1e-6, 2e-6}, 0) == 1);
+  CHECK(pick_measured({inf, 2e-6, 1e-6}, 0) == 2);       // the model's row could not run
+  CHECK(pick_measured({5e-6, inf, 4e-6}, 1) == 2);
+  CHECK(pick_measured({2e-6, 1e-6}, 0, 0.0) == 1);
+}
+
+TEST_CASE("tune_class: host calls of 4 KiB to 64 MiB, by the model's n", "[collectives][tuner]") {
+  std::vector<float> x(1 << 14);
+  Args a;
+  a.coll = Collective::kAllReduce;
+  a.send = a.recv = Buffer(x.data(), 1024);  // 4 KiB
+  CHECK(tune_class(a, 3) == 12);
+  a.send = a.recv = Buffer(x.data(), 1023);
+  CHECK(tune_class(a, 3) == -1);
+  a.send = a.recv = Buffer(x.data(), 5000);  // 20,000 B
+  CHECK(tune_class(a, 3) == 14);
+  a.red.op = ReduceOp::kPreMulSum;
+  CHECK(tune_class(a, 3) == -1);
+  a.red.op = ReduceOp::kSum;
+  a.send.device = a.recv.device = Device::cuda(0);
+  CHECK(tune_class(a, 3) == -1);
+  Args g;  // an all_gather's n is what it gathers: 3 ranks x 2,000 B
+  g.coll = Collective::kAllGather;
+  g.send = Buffer(x.data(), 500);
+  g.recv = Buffer(x.data(), 1500);
+  CHECK(tune_class(g, 3) == 12);
+  g.vector_variant = true;
+  CHECK(tune_class(g, 3) == -1);
+  Args big;
+  big.coll = Collective::kBroadcast;
+  big.send = big.recv = Buffer(nullptr, (std::size_t{64} << 20) + 1, DType::kUInt8);
+  CHECK(tune_class(big, 3) == -1);
+}
+
+namespace {
+
+// Every collective through the group's own choice (an unnamed row: the engine runs it with no algorithm named),
+// at sizes the tuner measures and the sizes around them, checked against the serial reference.
+void every_collective_auto(test::RankState& s) {
+  for (Collective c : {Collective::kAllReduce, Collective::kReduce, Collective::kReduceScatter,
+                       Collective::kBroadcast, Collective::kScatter, Collective::kGather, Collective::kAllGather,
+                       Collective::kAllToAll}) {
+    Algorithm auto_row{};
+    auto_row.collective = c;
+    auto_row.name = "";
+    for (std::size_t count : {std::size_t{1}, std::size_t{1500}, std::size_t{1501}, std::size_t{7777}}) {
+      for (bool in_place : {false, true}) {
+        test::Case k;
+        k.count = count;
+        k.in_place = in_place;
+        k.root = static_cast<int>(count % static_cast<std::size_t>(s.view.size));
+        k.salt = count * 7 + (in_place ? 1 : 0);
+        test::run_case(s, auto_row, k);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("DCOMM_TUNE=on: every collective measured at its first call of a class, right, and explained",
+          "[collectives][tuner]") {
+  test::ScopedEnv env("DCOMM_TUNE", "on");
+  for (int size : {3, 4}) {
+    auto records = test::run_group(size, [&](const GroupView& view, test::RankRecord& rec) {
+      auto engine = Engine::create(view);
+      test::RankState s{*engine, view, rec};
+      every_collective_auto(s);
+      // 1500 floats of all_reduce (6,000 B) were first measured at the first call of class 4-8 KiB.
+      const std::string text = engine->explain(Collective::kAllReduce, 6000);
+      if (text.find("measured by this group, DCOMM_TUNE: before call #") == std::string::npos ||
+          text.find("the slowest rank's median of 8 calls") == std::string::npos) {
+        rec.failures.push_back("no learned rule in explain: " + text);
+      }
+      // A size of the same class is not measured again: its choice is the same rule's.
+      if (engine->explain(Collective::kAllReduce, 7000).substr(text.find("choice:")) != text.substr(text.find("choice:"))) {
+        rec.failures.push_back("another size of the class explained differently");
+      }
+      if (engine->explain(Collective::kAllReduce, 1000).find("(cost model)") == std::string::npos) {
+        rec.failures.push_back("a size below 4 KiB was measured");
+      }
+      // What each rank learned is the same: the digests of the choices compare across ranks.
+      std::string choices;
+      for (Collective c : {Collective::kAllReduce, Collective::kAllGather, Collective::kGather}) {
+        const std::string e = engine->explain(c, 6000);
+        choices += e.substr(e.find("choice:"), e.find(" (") - e.find("choice:"));
+      }
+      rec.digests.push_back(test::digest(choices.data(), choices.size()));
+    });
+    auto failures = test::summarize(records);
+    INFO(size << " ranks: " << (failures.empty() ? "" : failures.front()));
+    CHECK(failures.empty());
+  }
+}
+
+TEST_CASE("DCOMM_TUNE: a mismatched or invalid call at a class to measure fails on every rank, as without it",
+          "[collectives][tuner]") {
+  test::ScopedEnv env("DCOMM_TUNE", "on");
+  struct Bad {
+    const char* name;
+    std::size_t count_on_2;  // rank 2's count (the others: 2,000 floats, 8,000 B, a class to measure)
+    bool null_on_2;
+    const char* expect;
+  };
+  for (const Bad& bad : {Bad{"count", 2001, false, "count 2001 vs 2000"},
+                         Bad{"count below the measured sizes", 10, false, "count 10 vs 2000"},
+                         Bad{"invalid", 2000, true, "invalid on rank 2"}}) {
+    auto records = test::run_group(4, [&](const GroupView& view, test::RankRecord& rec) {
+      auto engine = Engine::create(view);
+      std::vector<float> x(4000, 1.0f);
+      Args a;
+      a.coll = Collective::kAllReduce;
+      a.send = a.recv = Buffer(x.data(), view.rank == 2 ? bad.count_on_2 : 2000);
+      if (view.rank == 2 && bad.null_on_2) a.send.data = a.recv.data = nullptr;
+      const std::string m = test::invalid_message([&] { engine->run(a, "", soon(), 0); });
+      if (m.find("rank 2") == std::string::npos || m.find(bad.expect) == std::string::npos) {
+        rec.failures.push_back(std::string(bad.name) + ": " + m);
+      }
+      // The group is in step, and the class is measured at its next valid call.
+      a.send = a.recv = Buffer(x.data(), 2000);
+      engine->run(a, "", soon(), 1);
+      if (x[0] != 4.0f || x[1999] != 4.0f) rec.failures.push_back(fmt::format("{}: sum {} after", bad.name, x[0]));
+      if (engine->explain(Collective::kAllReduce, 8000).find("before call #1") == std::string::npos) {
+        rec.failures.push_back(std::string(bad.name) + ": not measured at the next call");
+      }
+    });
+    auto failures = test::summarize(records);
+    INFO(bad.name << ": " << (failures.empty() ? "" : failures.front()));
+    CHECK(failures.empty());
+  }
+}
+
+TEST_CASE("DCOMM_TUNE: named choices are not measured, off measures nothing, bad values are named",
+          "[collectives][tuner]") {
+  {
+    test::ScopedEnv env("DCOMM_TUNE", "on");
+    auto records = test::run_group(3, [&](const GroupView& view, test::RankRecord& rec) {
+      auto engine = Engine::create(view);
+      engine->set_algorithm(Collective::kAllReduce, "ring");
+      std::vector<float> x(2000, 1.0f);
+      Args a;
+      a.coll = Collective::kAllReduce;
+      a.send = a.recv = Buffer(x);
+      engine->run(a, "", soon(), 0);
+      engine->set_algorithm(Collective::kAllReduce, "");
+      if (engine->explain(Collective::kAllReduce, 8000).find("(cost model)") == std::string::npos) {
+        rec.failures.push_back("a forced call was measured");
+      }
+      engine->run(a, "tree", soon(), 1);  // named by the call
+      if (engine->explain(Collective::kAllReduce, 8000).find("(cost model)") == std::string::npos) {
+        rec.failures.push_back("a named call was measured");
+      }
+      engine->run(a, "", soon(), 2);
+      if (engine->explain(Collective::kAllReduce, 8000).find("before call #2") == std::string::npos) {
+        rec.failures.push_back("the first call of the model's was not measured");
+      }
+      if (x[0] != 27.0f) rec.failures.push_back(fmt::format("sum {} after three calls", x[0]));
+    });
+    auto failures = test::summarize(records);
+    CHECK(failures.empty());
+  }
+  {
+    test::ScopedEnv env("DCOMM_TUNE", "off");
+    auto records = test::run_group(3, [&](const GroupView& view, test::RankRecord& rec) {
+      auto engine = Engine::create(view);
+      std::vector<float> x(2000, 1.0f);
+      Args a;
+      a.coll = Collective::kAllReduce;
+      a.send = a.recv = Buffer(x);
+      engine->run(a, "", soon(), 0);
+      if (engine->explain(Collective::kAllReduce, 8000).find("(cost model)") == std::string::npos) {
+        rec.failures.push_back("measured with DCOMM_TUNE=off");
+      }
+    });
+    CHECK(test::summarize(records).empty());
+  }
+  test::ScopedEnv env("DCOMM_TUNE", "sometimes");
+  auto records = test::run_group(2, [&](const GroupView& view, test::RankRecord& rec) {
+    const std::string m = test::invalid_message([&] { Engine::create(view); });
+    if (m.find("DCOMM_TUNE='sometimes'") == std::string::npos) rec.failures.push_back(m);
+  });
+  CHECK(test::summarize(records).empty());
+}
