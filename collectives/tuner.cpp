@@ -22,12 +22,11 @@ namespace dcomm::coll {
 
 namespace {
 
-// Timed calls per algorithm after one warm-up call: more where calls are short (their noise is relatively
-// larger), fewer where one call of a slow row takes tens of milliseconds.
+// Timed calls per algorithm and pass, after one warm-up call: more where calls are short (their noise is
+// relatively larger), fewer where one call of a slow row takes tens of milliseconds.
 int timed_calls(double n) {
-  if (n <= double(256 << 10)) return 8;
-  if (n <= double(4 << 20)) return 5;
-  if (n <= double(16 << 20)) return 3;
+  if (n <= double(256 << 10)) return 4;
+  if (n <= double(4 << 20)) return 3;
   return 2;
 }
 
@@ -129,23 +128,36 @@ TuneResult measure_algorithms(const Args& call, const GroupView& view, const Alg
   run(agree, "");
   if (ok == 0) return {};
 
-  const int timed = timed_calls(model_bytes(call, view.size));
-  std::vector<double> seconds(candidates.size(), std::numeric_limits<double>::infinity());
-  std::vector<double> times(static_cast<std::size_t>(timed));
-  for (std::size_t i = 0; i < candidates.size(); ++i) {
-    try {
-      run(a, candidates[i]->name);  // warm-up: its scratch, its first touch of the windows
-      for (int k = 0; k < timed; ++k) {
-        const auto t0 = std::chrono::steady_clock::now();
-        run(a, candidates[i]->name);
-        times[static_cast<std::size_t>(k)] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // Each row runs as a program calls it, several calls in a row (a rooted row's senders run ahead of its root
+  // across calls; alternating rows call by call hid that and chose rows 2x slower in a loop), after a warm-up call
+  // (its scratch, its first touch of the windows); and in two passes over the rows, so that a burst of noise on the
+  // machine costs every row alike rather than all of one row's calls.
+  const int per_pass = timed_calls(model_bytes(call, view.size));
+  const int timed = 2 * per_pass;
+  const std::size_t rows = candidates.size();
+  std::vector<double> seconds(rows, std::numeric_limits<double>::infinity());
+  std::vector<std::vector<double>> times(rows);
+  std::vector<bool> runs(rows, true);
+  for (int pass = 0; pass < 2; ++pass) {
+    for (std::size_t i = 0; i < rows; ++i) {
+      if (!runs[i]) continue;
+      try {
+        for (int k = -1; k < per_pass; ++k) {
+          const auto t0 = std::chrono::steady_clock::now();
+          run(a, candidates[i]->name);
+          if (k >= 0) times[i].push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        }
+      } catch (const InvalidUsageError&) {
+        // Raised on every rank alike by the call check (a limit of the row that supports() does not see): the
+        // row stays unmeasured, at infinity, everywhere. A peer's failure or a timeout goes up to the caller.
+        runs[i] = false;
       }
-      std::nth_element(times.begin(), times.begin() + timed / 2, times.end());
-      seconds[i] = times[static_cast<std::size_t>(timed / 2)];
-    } catch (const InvalidUsageError&) {
-      // Raised on every rank alike by the call check (a limit of the row that supports() does not see): the row
-      // stays unmeasured, at infinity, everywhere. Failures of a peer or a timeout go up to the caller.
     }
+  }
+  for (std::size_t i = 0; i < rows; ++i) {
+    if (!runs[i]) continue;
+    std::nth_element(times[i].begin(), times[i].begin() + timed / 2, times[i].end());
+    seconds[i] = times[i][static_cast<std::size_t>(timed / 2)];
   }
   // The slowest rank's median is the call's time; every rank then holds the same numbers and picks alike.
   Args slowest;
@@ -156,17 +168,17 @@ TuneResult measure_algorithms(const Args& call, const GroupView& view, const Alg
   run(slowest, "");
   const std::size_t chosen = pick_measured(seconds, model_index);
   if (!std::isfinite(seconds[chosen])) return {};
-  std::vector<std::size_t> order(candidates.size());
+  std::vector<std::size_t> order(rows);
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) { return seconds[x] < seconds[y]; });
-  std::string rows;
+  std::string table;
   for (std::size_t i : order) {
-    rows += fmt::format("{}{} {}", rows.empty() ? "" : ", ", candidates[i]->name, seconds_text(seconds[i]));
+    table += fmt::format("{}{} {}", table.empty() ? "" : ", ", candidates[i]->name, seconds_text(seconds[i]));
   }
   TuneResult r;
   r.algorithm = candidates[chosen]->name;
   r.how = fmt::format("before call #{}, {} on {} ranks, the slowest rank's median of {} calls: {}{}", seq,
-                      format_bytes(static_cast<std::size_t>(model_bytes(call, view.size))), view.size, timed, rows,
+                      format_bytes(static_cast<std::size_t>(model_bytes(call, view.size))), view.size, timed, table,
                       chosen == model_index && order.front() != model_index
                           ? fmt::format(" ({} kept: within 10% of the fastest)", model.name)
                           : std::string());
