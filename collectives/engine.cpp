@@ -50,8 +50,12 @@ class EngineImpl final : public Engine {
         check_calls_(check_calls),
         selector_(params, std::move(source), std::move(env_forced), std::move(rules), std::move(rules_path)) {}
 
-  /// Measure the choices of calls the cost model would make (tuner.hpp), from the next call on.
-  void tune() { tune_ = true; }
+  /// Measure the choices of calls the cost model would make (tuner.hpp), from the next call on; rank 0 saves what
+  /// the group learns to `out` when not empty (DCOMM_TUNE_OUT).
+  void tune(std::string out) {
+    tune_ = true;
+    tune_out_ = std::move(out);
+  }
   ~EngineImpl() override {
     if (view_.slots) view_.slots->settle_quietly(view_, Deadline::after(kSettleTimeout));
   }
@@ -254,6 +258,7 @@ class EngineImpl final : public Engine {
     DCOMM_DEBUG("collectives engine rank {}/{}: {} measured, {}: {}", view_.rank, view_.size, to_string(args.coll),
                 describe(rule), result.how);
     selector_.add_learned(std::move(rule), std::move(result.how));
+    if (!tune_out_.empty() && view_.rank == 0) save_learned(tune_out_, selector_.learned_rules());
     return true;
   }
 
@@ -372,6 +377,7 @@ class EngineImpl final : public Engine {
   static constexpr uint64_t kTuneSeqBase = 0xC0000;
   static constexpr uint64_t kTuneSeqMask = 0x1FFFF;
   bool tune_ = false;
+  std::string tune_out_;
   bool measuring_ = false;
   uint64_t tune_calls_ = 0;
   std::set<std::pair<Collective, int>> tuned_classes_;
@@ -451,7 +457,7 @@ std::unique_ptr<Engine> Engine::create(const GroupView& group, const EngineOptio
   // starts at a call every rank has compared.
   const TuneMode tune = tune_mode_from_env();
   if (check && view.size > 1 && (tune == TuneMode::kOn || (tune == TuneMode::kAuto && view.hierarchy->topo.shares_cores))) {
-    engine->tune();
+    engine->tune(env::get("DCOMM_TUNE_OUT").value_or(""));
   }
   // Only with the call check on: without it the ranks' calls may differ, and so may their counts.
   if (reprobe && check) engine->measure_windows_again(static_cast<uint64_t>(

@@ -124,6 +124,13 @@ void Selector::add_learned(Rule rule, std::string how) {
   invalidate();
 }
 
+std::vector<Rule> Selector::learned_rules() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<Rule> out;
+  for (const Learned& l : learned_) out.push_back(l.rule);
+  return out;
+}
+
 bool Selector::decided(const Args& args, const GroupView& view) const {
   std::string origin;
   if (!forced(args.coll, &origin).empty()) return true;

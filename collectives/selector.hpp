@@ -46,6 +46,8 @@ class Selector {
   /// A rule this group measured itself (DCOMM_TUNE, collectives/tuner.hpp), taken after the file's rules and
   /// before the cost model; `how` is what explain() shows of the measurement. Makes the choices again.
   void add_learned(Rule rule, std::string how);
+  /// The learned rules so far, in the order learned.
+  std::vector<Rule> learned_rules() const;
   /// Whether a call's choice is already made without the model: a set_algorithm() or DCOMM_ALGO name for its
   /// collective, or a rule (the file's or a learned one) for its size. The tuner measures only the other calls.
   bool decided(const Args& args, const GroupView& view) const;

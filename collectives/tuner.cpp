@@ -3,13 +3,19 @@
 #include "collectives/tuner.hpp"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstddef>
+#include <cstdio>
+#include <cstring>
 #include <dcomm/error.hpp>
+#include <fstream>
 #include <limits>
+#include <mutex>
 #include <new>
 #include <typeinfo>
 
@@ -17,6 +23,7 @@
 #include "collectives/registry.hpp"
 #include "common/deadline.hpp"
 #include "common/env.hpp"
+#include "common/log.hpp"
 
 namespace dcomm::coll {
 
@@ -63,6 +70,42 @@ int tune_class(const Args& args, int group_size) {
   const double n = model_bytes(args, group_size);
   if (n < kTuneMinBytes || n > kTuneMaxBytes) return -1;
   return static_cast<int>(std::floor(std::log2(n)));
+}
+
+void save_learned(const std::string& path, const std::vector<Rule>& learned) {
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  std::vector<Rule> rules;
+  if (std::ifstream(path).good()) {
+    try {
+      rules = load_rules(path);
+    } catch (const Error& e) {
+      DCOMM_WARN("DCOMM_TUNE_OUT={}: the file is not a rules file, so it is written anew ({})", path, e.what());
+    }
+  }
+  auto same = [](const Rule& x, const Rule& y) {
+    return x.coll == y.coll && x.ranks == y.ranks && x.min_bytes == y.min_bytes && x.max_bytes == y.max_bytes &&
+           x.device == y.device;
+  };
+  for (const Rule& r : learned) {
+    std::erase_if(rules, [&](const Rule& old) { return same(old, r); });
+    rules.push_back(r);
+  }
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << rules_json(rules);
+    if (!out.flush()) {
+      DCOMM_WARN("DCOMM_TUNE_OUT={}: cannot write {} ({}); the learned rules are not saved", path, tmp,
+                 std::strerror(errno));
+      return;
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    DCOMM_WARN("DCOMM_TUNE_OUT={}: cannot rename {} to it ({}); the learned rules are not saved", path, tmp,
+               std::strerror(errno));
+    std::remove(tmp.c_str());
+  }
 }
 
 void rethrow_prefixed(const Error& e, const std::string& prefix) {

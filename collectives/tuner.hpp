@@ -18,6 +18,7 @@
 #include <dcomm/error.hpp>
 
 #include "collectives/engine.hpp"
+#include "collectives/rules.hpp"
 
 namespace dcomm::coll {
 
@@ -54,6 +55,12 @@ struct TuneResult {
 /// buffers of the call's shape, and picks (pick_measured) with `model` as the cost model's choice.
 TuneResult measure_algorithms(const Args& call, const GroupView& view, const Algorithm& model, uint64_t seq,
                               const TuneCall& run);
+
+/// Adds `learned` to the rules file at `path` (DCOMM_TUNE_OUT; DCOMM_RULES_FILE's format), replacing a rule there
+/// of the same collective, group size, range and memory kind, so that a later run can take them from the file
+/// instead of measuring. Written whole to a temporary file and renamed; serialised within the process. A file
+/// that cannot be read or written is logged (a warning), never fails the call.
+void save_learned(const std::string& path, const std::vector<Rule>& learned);
 
 /// Throws `e` again, of its own type, with `prefix` before its message (a measurement's failure names the
 /// caller's call, not the measurement's own call number); a type it does not know is rethrown as it is.

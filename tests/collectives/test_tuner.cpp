@@ -3,16 +3,19 @@
 // class to measure failing as without the tuner, and the knob's bad values named.
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdio>
 #include <dcomm/error.hpp>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "collectives/cost_model.hpp"
+#include "collectives/rules.hpp"
 #include "collectives/tuner.hpp"
 #include "tests/collectives/cases.hpp"
 #include "tests/collectives/harness.hpp"
@@ -208,4 +211,52 @@ TEST_CASE("DCOMM_TUNE: named choices are not measured, off measures nothing, bad
     if (m.find("DCOMM_TUNE='sometimes'") == std::string::npos) rec.failures.push_back(m);
   });
   CHECK(test::summarize(records).empty());
+}
+
+TEST_CASE("DCOMM_TUNE_OUT: rank 0 saves what the group learned; a later group takes it from the file",
+          "[collectives][tuner]") {
+  const std::string path = "/tmp/dcomm_tune_out_" + std::to_string(::getpid()) + ".json";
+  std::remove(path.c_str());
+  std::string learned;
+  {
+    test::ScopedEnv env("DCOMM_TUNE", "on");
+    test::ScopedEnv out("DCOMM_TUNE_OUT", path.c_str());
+    auto records = test::run_group(3, [&](const GroupView& view, test::RankRecord& rec) {
+      auto engine = Engine::create(view);
+      std::vector<float> x(3000, 1.0f);
+      Args a;
+      a.coll = Collective::kAllReduce;
+      a.send = a.recv = Buffer(x.data(), 2000);  // 8,000 B: class 4-8 KiB
+      engine->run(a, "", soon(), 0);
+      a.send = a.recv = Buffer(x.data(), 3000);  // 12,000 B: class 8-16 KiB
+      engine->run(a, "", soon(), 1);
+      if (x[0] != 9.0f) rec.failures.push_back(fmt::format("sum {}", x[0]));
+      if (view.rank == 0) {
+        const std::string e = engine->explain(Collective::kAllReduce, 8000);
+        learned = e.substr(e.find("choice: ") + 8, e.find(" (measured by") - e.find("choice: ") - 8);
+      }
+    });
+    REQUIRE(test::summarize(records).empty());
+  }
+  const std::vector<Rule> saved = load_rules(path);
+  REQUIRE(saved.size() == 2);
+  CHECK(describe(saved[0]) == "all_reduce on 3 ranks, 4.0 KiB to 8.0 KiB: " + learned);
+  CHECK(saved[1].min_bytes == 8192);
+  CHECK(saved[1].max_bytes == 16384);
+  test::ScopedEnv env("DCOMM_TUNE", "on");
+  test::ScopedEnv rules("DCOMM_RULES_FILE", path.c_str());
+  auto records = test::run_group(3, [&](const GroupView& view, test::RankRecord& rec) {
+    auto engine = Engine::create(view);
+    std::vector<float> x(2000, 1.0f);
+    Args a;
+    a.coll = Collective::kAllReduce;
+    a.send = a.recv = Buffer(x);
+    engine->run(a, "", soon(), 0);
+    const std::string e = engine->explain(Collective::kAllReduce, 8000);
+    if (e.find("choice: " + learned + " (measured: " + path) == std::string::npos) {
+      rec.failures.push_back("the saved rule was not taken from the file: " + e);
+    }
+  });
+  CHECK(test::summarize(records).empty());
+  std::remove(path.c_str());
 }

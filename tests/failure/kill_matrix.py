@@ -6,6 +6,7 @@ usage: kill_matrix.py DCOMM_RUN MP_KILL_POINT CASE
   kill_<transport>_<n>   a bounded loop of kills at moments from startup to mid-loop, each a different rank
   reprobe_<transport>_<n> as kill_, with the engine measuring the window stores again before every call after a
                          large one (DCOMM_SHM_REPROBE_CALLS=1)
+  tune_<transport>_<n>   as kill_, every collective in turn, the group measuring its choices (DCOMM_TUNE=on)
   stop_<transport>_<n>   one rank stops (SIGSTOP) mid-loop; timeout 8 s
   sleep_<transport>_<n>  one rank stays in user code (sleeps) between two calls; timeout 8 s
        kill_matrix.py DCOMM_RUN MP_KILL_POINT matrix RUNS   (scripts/kill-matrix.sh: the larger matrix)
@@ -173,18 +174,18 @@ def check_sleep(transport, n, victim):
     return problems
 
 
-def kill_case(transport, n, extra_env=None):
+def kill_case(transport, n, extra_env=None, moments=KILL_MOMENTS):
     problems = []
     slowest = 0.0
     # A bounded loop: every moment once, the victim cycling through first, middle and last ranks.
     rng = random.Random()
-    for i, moment in enumerate(KILL_MOMENTS):
+    for i, moment in enumerate(moments):
         victim = [0, n // 2, n - 1][i % 3]
         after = round(moment * rng.uniform(0.8, 1.2), 3)  # a random moment near each phase; failures print it
         p, s = check_kill(transport, n, victim, after, extra_env)
         problems += p
         slowest = max(slowest, s)
-    print(f"{len(KILL_MOMENTS)} kills over {transport} at {n} ranks; slowest detection {slowest:.2f} s")
+    print(f"{len(moments)} kills over {transport} at {n} ranks; slowest detection {slowest:.2f} s")
     return problems
 
 
@@ -235,6 +236,13 @@ if __name__ == "__main__":
         problems = kill_case(transport, int(n), {"KILL_MOVE": "1", "DCOMM_ALGO": "all_gather:shm_rounds,all_to_all:shm_rounds,"
                                                  "broadcast:shm_rounds,gather:shm_rounds,scatter:shm_rounds",
                                                  "DCOMM_SHM_SLOW_FACTOR": "0", "DCOMM_SHM_REPROBE_CALLS": "1"})
+    elif kind == "tune":
+        # Every collective in turn with the group measuring its choices (DCOMM_TUNE=on): the first call of each
+        # collective and size class runs every algorithm a few times (the loop's first 0.1-0.4 s here), so the kills,
+        # timed from the loop's start, land in measurements as well as in calls, and every survivor must still name
+        # the victim.
+        problems = kill_case(transport, int(n), {"KILL_MOVE": "1", "DCOMM_TUNE": "on", "KILL_FROM": "loop"},
+                             [0.01, 0.03, 0.06, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0])
     elif kind == "stop":
         problems = check_stop(transport, int(n), int(n) // 2)[0]
     else:
