@@ -65,6 +65,15 @@ TEST_CASE("tune_class: host calls of 4 KiB to 64 MiB, by the model's n", "[colle
 
 namespace {
 
+// An all_reduce in place of the first `count` floats of `x`, with `algorithm` ("": the group's own choice).
+void sum_in_place(Engine& engine, std::vector<float>& x, std::size_t count, uint64_t seq,
+                  const std::string& algorithm = "") {
+  Args a;
+  a.coll = Collective::kAllReduce;
+  a.send = a.recv = Buffer(x.data(), count);
+  engine.run(a, algorithm, soon(), seq);
+}
+
 // Every collective through the group's own choice (an unnamed row: the engine runs it with no algorithm named),
 // at sizes the tuner measures and the sizes around them, checked against the serial reference.
 void every_collective_auto(test::RankState& s) {
@@ -169,19 +178,16 @@ TEST_CASE("DCOMM_TUNE: named choices are not measured, off measures nothing, bad
       auto engine = Engine::create(view);
       engine->set_algorithm(Collective::kAllReduce, "ring");
       std::vector<float> x(2000, 1.0f);
-      Args a;
-      a.coll = Collective::kAllReduce;
-      a.send = a.recv = Buffer(x);
-      engine->run(a, "", soon(), 0);
+      sum_in_place(*engine, x, 2000, 0);
       engine->set_algorithm(Collective::kAllReduce, "");
       if (engine->explain(Collective::kAllReduce, 8000).find("(cost model)") == std::string::npos) {
         rec.failures.push_back("a forced call was measured");
       }
-      engine->run(a, "tree", soon(), 1);  // named by the call
+      sum_in_place(*engine, x, 2000, 1, "tree");  // named by the call
       if (engine->explain(Collective::kAllReduce, 8000).find("(cost model)") == std::string::npos) {
         rec.failures.push_back("a named call was measured");
       }
-      engine->run(a, "", soon(), 2);
+      sum_in_place(*engine, x, 2000, 2);
       if (engine->explain(Collective::kAllReduce, 8000).find("before call #2") == std::string::npos) {
         rec.failures.push_back("the first call of the model's was not measured");
       }
@@ -195,10 +201,7 @@ TEST_CASE("DCOMM_TUNE: named choices are not measured, off measures nothing, bad
     auto records = test::run_group(3, [&](const GroupView& view, test::RankRecord& rec) {
       auto engine = Engine::create(view);
       std::vector<float> x(2000, 1.0f);
-      Args a;
-      a.coll = Collective::kAllReduce;
-      a.send = a.recv = Buffer(x);
-      engine->run(a, "", soon(), 0);
+      sum_in_place(*engine, x, 2000, 0);
       if (engine->explain(Collective::kAllReduce, 8000).find("(cost model)") == std::string::npos) {
         rec.failures.push_back("measured with DCOMM_TUNE=off");
       }
@@ -224,12 +227,8 @@ TEST_CASE("DCOMM_TUNE_OUT: rank 0 saves what the group learned; a later group ta
     auto records = test::run_group(3, [&](const GroupView& view, test::RankRecord& rec) {
       auto engine = Engine::create(view);
       std::vector<float> x(3000, 1.0f);
-      Args a;
-      a.coll = Collective::kAllReduce;
-      a.send = a.recv = Buffer(x.data(), 2000);  // 8,000 B: class 4-8 KiB
-      engine->run(a, "", soon(), 0);
-      a.send = a.recv = Buffer(x.data(), 3000);  // 12,000 B: class 8-16 KiB
-      engine->run(a, "", soon(), 1);
+      sum_in_place(*engine, x, 2000, 0);  // 8,000 B: class 4-8 KiB
+      sum_in_place(*engine, x, 3000, 1);  // 12,000 B: class 8-16 KiB
       if (x[0] != 9.0f) rec.failures.push_back(fmt::format("sum {}", x[0]));
       if (view.rank == 0) {
         const std::string e = engine->explain(Collective::kAllReduce, 8000);
@@ -248,10 +247,7 @@ TEST_CASE("DCOMM_TUNE_OUT: rank 0 saves what the group learned; a later group ta
   auto records = test::run_group(3, [&](const GroupView& view, test::RankRecord& rec) {
     auto engine = Engine::create(view);
     std::vector<float> x(2000, 1.0f);
-    Args a;
-    a.coll = Collective::kAllReduce;
-    a.send = a.recv = Buffer(x);
-    engine->run(a, "", soon(), 0);
+    sum_in_place(*engine, x, 2000, 0);
     const std::string e = engine->explain(Collective::kAllReduce, 8000);
     if (e.find("choice: " + learned + " (measured: " + path) == std::string::npos) {
       rec.failures.push_back("the saved rule was not taken from the file: " + e);
