@@ -38,6 +38,8 @@ constexpr std::size_t kProbeScratchBytes = std::size_t{256} << 20;
 // How long the group's destruction waits for the other ranks' part of its last call, when this rank returned from
 // it before seeing them (slots.hpp: the pending check).
 constexpr auto kSettleTimeout = std::chrono::seconds(5);
+// Calls of at least this much (the model's n) count toward measuring the window stores again (count_for_probe).
+constexpr double kReprobeFromBytes = double(std::size_t{1} << 20);
 
 class EngineImpl final : public Engine {
  public:
@@ -69,14 +71,13 @@ class EngineImpl final : public Engine {
     // A call of the last valid call's shape (repeat_) takes what the engine derived from the shape alone; any other
     // call is validated and chosen for in full. Either way its descriptor goes through the call check below, so a
     // rank whose call differs from the others' is caught alike (the cache is this rank's, never the group's).
-    // The first call of a size class the tuner measures: checked here, on every rank, before the measurement.
-    const bool checked = tune_ && algorithm.empty() && found.empty() && measure_first(args, deadline, seq);
     const CallShape shape = CallShape::of(args);
-    const uint64_t generation = selector_.generation();
-    if (!found.empty() || !algorithm.empty() || !shape.cacheable || !repeat_.algo || !(repeat_.shape == shape) ||
-        repeat_.generation != generation) {
-      learn(args, algorithm, deadline, seq, found, shape, generation);
-    }
+    const bool repeat = found.empty() && algorithm.empty() && shape.cacheable && repeat_.algo != nullptr &&
+                  repeat_.shape == shape && repeat_.generation == selector_.generation();
+    // The first call of a size class the tuner measures: checked here, on every rank, before the measurement (a
+    // repeat's class was measured, or left to a name, at the shape's first call).
+    const bool checked = tune_ && !repeat && algorithm.empty() && found.empty() && measure_first(args, deadline, seq);
+    if (!repeat) learn(args, algorithm, deadline, seq, found, shape, selector_.generation());
     const Algorithm* algo = repeat_.algo;
     if (args.chosen_algorithm != nullptr) args.chosen_algorithm->store(algo->name, std::memory_order_relaxed);
     PerAlgorithm& mine = *repeat_.mine;
@@ -133,7 +134,7 @@ class EngineImpl final : public Engine {
                                     format_bytes(largest_bytes(args))),
                         ENOMEM);
     }
-    if (reprobe_calls_ > 0 && !measuring_) count_for_probe(args);
+    if (reprobe_calls_ > 0 && !measuring_) count_for_probe();
     if (watch_.judged) slow_calls_ = watch_.slow ? slow_calls_ + 1 : 0;
     watch_ = {};
   }
@@ -207,6 +208,8 @@ class EngineImpl final : public Engine {
     repeat_.generation = generation;
     repeat_.mine = &mine;
     repeat_.call = describe_call(args, algo->name);
+    const double n = model_bytes(args, view_.size);
+    repeat_.probe_bytes = !args.vector_variant && n >= kReprobeFromBytes ? n : 0;
     // On a group with slots only the slot algorithms carry the check themselves: the others' first exchanges go by
     // messages, where a rank whose call differs would never meet them.
     repeat_.fused = algo->fuses_check && (view_.slots == nullptr || algo->uses_slots);
@@ -226,9 +229,14 @@ class EngineImpl final : public Engine {
     const int cls = tune_class(args, view_.size);
     if (cls < 0 || tuned_classes_.count({args.coll, cls}) != 0 || selector_.decided(args, view_)) return false;
     learn(args, "", deadline, seq, {}, CallShape::of(args), selector_.generation());  // refuses an invalid call
-    {
+    try {
       Context c(args, view_, deadline, seq, repeat_.mine->what, chunk_for(args));
       check_calls_match(c, &repeat_.call);
+    } catch (...) {
+      // This rank's shape is valid, but the group's calls were not all this one: not a repeat, so that the next
+      // call of this shape comes here again, as it does on the ranks whose calls differed.
+      repeat_.algo = nullptr;
+      throw;
     }
     // Every rank's call is this one: every rank measures this class now, once.
     tuned_classes_.insert({args.coll, cls});
@@ -293,10 +301,9 @@ class EngineImpl final : public Engine {
   // everywhere, and the counts never drift apart (counting every call, a rank whose call was invalid counted other
   // bytes than the others and waited in a probe of its own). A changed answer changes the topology the model
   // prices and shm_direct's rounds follow, and the choices are made again.
-  void count_for_probe(const Args& args) {
-    constexpr double kReprobeFromBytes = double(std::size_t{1} << 20);
-    const double n = model_bytes(args, view_.size);
-    if (args.vector_variant || n < kReprobeFromBytes) return;
+  void count_for_probe() {
+    const double n = repeat_.probe_bytes;
+    if (n == 0) return;
     ++calls_since_probe_;
     bytes_since_probe_ += n;
     if (bytes_since_probe_ < kReprobeBytes && calls_since_probe_ < reprobe_calls_) return;
@@ -354,6 +361,7 @@ class EngineImpl final : public Engine {
     PerAlgorithm* mine = nullptr;
     CallDescriptor call;
     bool fused = false;  ///< the algorithm's first exchange carries the check
+    double probe_bytes = 0;  ///< the model's n when the call counts toward the next window measurement, else 0
   };
 
   GroupView view_;

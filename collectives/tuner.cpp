@@ -124,8 +124,12 @@ std::size_t pick_measured(const std::vector<double>& seconds, std::size_t model,
   for (std::size_t i = 0; i < seconds.size(); ++i) {
     if (seconds[i] < seconds[best]) best = i;
   }
-  if (model < seconds.size() && std::isfinite(seconds[model]) && seconds[model] <= seconds[best] * (1.0 + margin)) {
-    return model;
+  if (!std::isfinite(seconds[best])) return best;
+  if (model < seconds.size() && seconds[model] <= seconds[best] * (1.0 + margin)) return model;
+  // Among rows about as fast as the fastest (within kTieMargin), the first in the table: two runs that measure two
+  // such rows in either order still choose alike.
+  for (std::size_t i = 0; i < seconds.size(); ++i) {
+    if (seconds[i] <= seconds[best] * (1.0 + kTieMargin)) return i;
   }
   return best;
 }
