@@ -67,7 +67,7 @@ void save_learned(const std::string& path, const std::vector<Rule>& learned);
 [[noreturn]] void rethrow_prefixed(const Error& e, const std::string& prefix);
 
 /// Rows measured within this fraction of the fastest count as tied with it (pick_measured).
-inline constexpr double kTieMargin = 0.03;
+inline constexpr double kTieMargin = 0.10;
 
 /// The index of the fastest of `seconds` (rows in table order), except that the model's choice `model` stays while
 /// it is within `margin` of the fastest, and among rows within kTieMargin of the fastest the first in the table
