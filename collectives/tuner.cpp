@@ -175,29 +175,53 @@ TuneResult measure_algorithms(const Args& call, const GroupView& view, const Alg
   run(agree, "");
   if (ok == 0) return {};
 
-  // Each row runs as a program calls it, several calls in a row (a rooted row's senders run ahead of its root
-  // across calls; alternating rows call by call hid that and chose rows 2x slower in a loop), after a warm-up call
-  // (its scratch, its first touch of the windows); and in two passes over the rows, so that a burst of noise on the
-  // machine costs every row alike rather than all of one row's calls.
+  const std::size_t rows = candidates.size();
+  std::vector<bool> runs(rows, true);
+  auto timed_call = [&](std::size_t i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    run(a, candidates[i]->name);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  // Warm-up: two calls of each row (the first makes its scratch and windows, which can take 100x a small call), the
+  // second timed, or from 16 MiB one (there the call outweighs the setup); the slowest rank's times agreed, and a
+  // row slower than 3x the fastest (2x from 16 MiB, where one call's time varies less) is measured no further: a
+  // 64 MiB all_reduce on 4 ranks sharing 2 cores spent 3.7 s measuring every row fully.
+  const bool large = model_bytes(call, view.size) >= double(16 << 20);
+  const double kPruneFactor = large ? 2.0 : 3.0;
+  std::vector<double> warm(rows, std::numeric_limits<double>::infinity());
+  for (std::size_t i = 0; i < rows; ++i) {
+    try {
+      if (!large) timed_call(i);
+      warm[i] = timed_call(i);
+    } catch (const InvalidUsageError&) {
+      // Raised on every rank alike by the call check (a limit of the row that supports() does not see): the row
+      // stays unmeasured, at infinity, everywhere. A peer's failure or a timeout goes up to the caller.
+      runs[i] = false;
+    }
+  }
+  Args slowest_warm;
+  slowest_warm.coll = Collective::kAllReduce;
+  slowest_warm.red.op = ReduceOp::kMax;
+  slowest_warm.send = slowest_warm.recv = Buffer(warm.data(), warm.size());
+  run(slowest_warm, "");
+  const double fastest_warm = *std::min_element(warm.begin(), warm.end());
+  for (std::size_t i = 0; i < rows; ++i) {
+    if (!(warm[i] <= kPruneFactor * fastest_warm)) runs[i] = false;
+  }
+  // Each row left runs as a program calls it, several calls in a row (a rooted row's senders run ahead of its root
+  // across calls; alternating rows call by call hid that and chose rows 2x slower in a loop), in two passes over
+  // the rows, so that a burst of noise on the machine costs every row alike rather than all of one row's calls.
   const int per_pass = timed_calls(model_bytes(call, view.size));
   const int timed = 2 * per_pass;
-  const std::size_t rows = candidates.size();
   std::vector<double> seconds(rows, std::numeric_limits<double>::infinity());
   std::vector<std::vector<double>> times(rows);
-  std::vector<bool> runs(rows, true);
   for (int pass = 0; pass < 2; ++pass) {
     for (std::size_t i = 0; i < rows; ++i) {
       if (!runs[i]) continue;
       try {
-        for (int k = -1; k < per_pass; ++k) {
-          const auto t0 = std::chrono::steady_clock::now();
-          run(a, candidates[i]->name);
-          if (k >= 0) times[i].push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-        }
+        for (int k = 0; k < per_pass; ++k) times[i].push_back(timed_call(i));
       } catch (const InvalidUsageError&) {
-        // Raised on every rank alike by the call check (a limit of the row that supports() does not see): the
-        // row stays unmeasured, at infinity, everywhere. A peer's failure or a timeout goes up to the caller.
-        runs[i] = false;
+        runs[i] = false;  // as in the warm-up: every rank alike
       }
     }
   }
@@ -220,7 +244,9 @@ TuneResult measure_algorithms(const Args& call, const GroupView& view, const Alg
   std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) { return seconds[x] < seconds[y]; });
   std::string table;
   for (std::size_t i : order) {
-    table += fmt::format("{}{} {}", table.empty() ? "" : ", ", candidates[i]->name, seconds_text(seconds[i]));
+    const bool left_out = std::isfinite(warm[i]) && !std::isfinite(seconds[i]);
+    table += fmt::format("{}{} {}", table.empty() ? "" : ", ", candidates[i]->name,
+                         left_out ? fmt::format("left out ({} warm)", seconds_text(warm[i])) : seconds_text(seconds[i]));
   }
   TuneResult r;
   r.algorithm = candidates[chosen]->name;
