@@ -73,7 +73,7 @@ class EngineImpl final : public Engine {
     // rank whose call differs from the others' is caught alike (the cache is this rank's, never the group's).
     const CallShape shape = CallShape::of(args);
     const bool repeat = found.empty() && algorithm.empty() && shape.cacheable && repeat_.algo != nullptr &&
-                  repeat_.shape == shape && repeat_.generation == selector_.generation();
+                        repeat_.shape == shape && repeat_.generation == selector_.generation();
     // The first call of a size class the tuner measures: checked here, on every rank, before the measurement (a
     // repeat's class was measured, or left to a name, at the shape's first call).
     const bool checked = tune_ && !repeat && algorithm.empty() && found.empty() && measure_first(args, deadline, seq);
@@ -464,7 +464,8 @@ std::unique_ptr<Engine> Engine::create(const GroupView& group, const EngineOptio
   // Measured choices (tuner.hpp), like the window probe's again only with the call check on: the measurement
   // starts at a call every rank has compared.
   const TuneMode tune = tune_mode_from_env();
-  if (check && view.size > 1 && (tune == TuneMode::kOn || (tune == TuneMode::kAuto && view.hierarchy->topo.shares_cores))) {
+  const bool shared = view.hierarchy->topo.shares_cores;
+  if (check && view.size > 1 && (tune == TuneMode::kOn || (tune == TuneMode::kAuto && shared))) {
     engine->tune(env::get("DCOMM_TUNE_OUT").value_or(""));
   }
   // Only with the call check on: without it the ranks' calls may differ, and so may their counts.

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <dcomm/error.hpp>
@@ -137,7 +138,7 @@ std::size_t pick_measured(const std::vector<double>& seconds, std::size_t model,
 TuneResult measure_algorithms(const Args& call, const GroupView& view, const Algorithm& model, uint64_t seq,
                               const TuneCall& run) {
   std::vector<const Algorithm*> candidates;
-  std::size_t model_index = 0;
+  std::size_t model_index = SIZE_MAX;  // none: the model's row is not among them
   for (const Algorithm* a : algorithms_for(call.coll)) {
     if (a->by_name_only || !a->supports(call, view)) continue;
     if (a == &model) model_index = candidates.size();
