@@ -183,17 +183,21 @@ TuneResult measure_algorithms(const Args& call, const GroupView& view, const Alg
     run(a, candidates[i]->name);
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
-  // Warm-up: two calls of each row (the first makes its scratch and windows, which can take 100x a small call), the
-  // second timed, or from 16 MiB one (there the call outweighs the setup); the slowest rank's times agreed, and a
-  // row slower than 3x the fastest (2x from 16 MiB, where one call's time varies less) is measured no further: a
-  // 64 MiB all_reduce on 4 ranks sharing 2 cores spent 3.7 s measuring every row fully.
+  // Warm-up: three calls of each row, the faster of the last two timed (a row's first call makes its scratch and
+  // windows, which can take 100x a small call, and all_gather[shm_rounds] at 1 MiB on 2 ranks took ~950, ~190,
+  // then ~60 us a call), or from 16 MiB one call (there the call outweighs the setup); the slowest rank's times
+  // agreed, and a row slower than 3x the fastest (2x from 16 MiB, where one call's time varies less) is measured no
+  // further: a 64 MiB all_reduce on 4 ranks sharing 2 cores spent 3.7 s measuring every row fully.
   const bool large = model_bytes(call, view.size) >= double(16 << 20);
   const double kPruneFactor = large ? 2.0 : 3.0;
   std::vector<double> warm(rows, std::numeric_limits<double>::infinity());
   for (std::size_t i = 0; i < rows; ++i) {
     try {
-      if (!large) timed_call(i);
-      warm[i] = timed_call(i);
+      if (!large) {
+        timed_call(i);
+        warm[i] = timed_call(i);
+      }
+      warm[i] = std::min(warm[i], timed_call(i));
     } catch (const InvalidUsageError&) {
       // Raised on every rank alike by the call check (a limit of the row that supports() does not see): the row
       // stays unmeasured, at infinity, everywhere. A peer's failure or a timeout goes up to the caller.
