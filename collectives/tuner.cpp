@@ -53,6 +53,16 @@ struct Block {
   void* data() const { return bytes.get(); }
 };
 
+// An all_reduce in place of `values` with `op` through the group (the group's own choice of algorithm): every
+// rank then holds the same numbers. A few bytes (8 a row), below kTuneMinBytes, so the call is never measured.
+void agree(const TuneCall& run, Buffer values, ReduceOp op) {
+  Args a;
+  a.coll = Collective::kAllReduce;
+  a.red.op = op;
+  a.send = a.recv = values;
+  run(a, "");
+}
+
 }  // namespace
 
 TuneMode tune_mode_from_env() {
@@ -169,11 +179,7 @@ TuneResult measure_algorithms(const Args& call, const GroupView& view, const Alg
     a.recv = like(call.recv, in_place ? send.get() : recv.get());
   }
   // Every rank has the memory, or none measures (a rank alone failing would leave the others waiting).
-  Args agree;
-  agree.coll = Collective::kAllReduce;
-  agree.red.op = ReduceOp::kMin;
-  agree.send = agree.recv = Buffer(&ok, 1);
-  run(agree, "");
+  agree(run, Buffer(&ok, 1), ReduceOp::kMin);
   if (ok == 0) return {};
 
   const std::size_t rows = candidates.size();
@@ -204,11 +210,7 @@ TuneResult measure_algorithms(const Args& call, const GroupView& view, const Alg
       runs[i] = false;
     }
   }
-  Args slowest_warm;
-  slowest_warm.coll = Collective::kAllReduce;
-  slowest_warm.red.op = ReduceOp::kMax;
-  slowest_warm.send = slowest_warm.recv = Buffer(warm.data(), warm.size());
-  run(slowest_warm, "");
+  agree(run, Buffer(warm.data(), warm.size()), ReduceOp::kMax);
   const double fastest_warm = *std::min_element(warm.begin(), warm.end());
   for (std::size_t i = 0; i < rows; ++i) {
     if (!(warm[i] <= kPruneFactor * fastest_warm)) runs[i] = false;
@@ -236,12 +238,7 @@ TuneResult measure_algorithms(const Args& call, const GroupView& view, const Alg
     seconds[i] = times[i][static_cast<std::size_t>(timed / 2)];
   }
   // The slowest rank's median is the call's time; every rank then holds the same numbers and picks alike.
-  Args slowest;
-  slowest.coll = Collective::kAllReduce;
-  slowest.red.op = ReduceOp::kMax;
-  slowest.send = slowest.recv = Buffer(seconds.data(), seconds.size());
-  // infinity survives max; the all_reduce's n (8 B a row) is below kTuneMinBytes, so this call is never measured.
-  run(slowest, "");
+  agree(run, Buffer(seconds.data(), seconds.size()), ReduceOp::kMax);  // infinity survives max
   const std::size_t chosen = pick_measured(seconds, model_index);
   if (!std::isfinite(seconds[chosen])) return {};
   std::vector<std::size_t> order(rows);
