@@ -21,8 +21,12 @@ ProcessGroupImpl::ProcessGroupImpl(std::shared_ptr<World> world, coll::GroupView
       // A device-side wait outlives the collective's own timeout by a margin, so it gives up only when the
       // collective is certainly over.
       streams_(world_->timeout == kNoTimeout ? kNoTimeout : world_->timeout + std::chrono::seconds(10)) {
-  world_to_group_ = std::make_shared<std::vector<int>>(static_cast<std::size_t>(world_->identity.world_size), -1);
-  for (int g = 0; g < view_.size; ++g) (*world_to_group_)[static_cast<std::size_t>(view_.world_ranks[g])] = g;
+  auto p2p = std::make_shared<P2PGroup>();
+  p2p->mesh = world_->mesh;
+  p2p->world_to_group.assign(static_cast<std::size_t>(world_->identity.world_size), -1);
+  for (int g = 0; g < view_.size; ++g) p2p->world_to_group[static_cast<std::size_t>(view_.world_ranks[g])] = g;
+  p2p->label = label_;
+  p2p_ = std::move(p2p);
   recorder_ = world_->recorders->add(view_.context, view_.world_ranks);
   engine_ = coll::Engine::create(view_);
 }
@@ -119,28 +123,20 @@ WorkPtr ProcessGroupImpl::post_p2p(bool is_send, const Buffer& buf, int peer, in
   check_buffer(op, label(), buf, is_send ? "send" : "receive");
   check_tag(op, label(), tag);
   Buffer b = buf;
-  b.device = call_device(op, {{op, &buf}});
+  // Host memory that asks for no detection (the usual message) is a host message: nothing for call_device to find.
+  if (buf.detect_device || !buf.device.is_host()) b.device = call_device(op, {{op, &buf}});
   check_usable(op);
   Duration timeout = opts.timeout == kDefaultTimeout ? world_->timeout : opts.timeout;
-  // Put together in a fixed buffer: this runs on every message, where a string cost allocations and fmt's parsing
-  // a thousand instructions.
-  P2PWork::What what;
-  what.append(is_send ? "send to " : "recv from ");
-  if (peer == kAnySource) {
-    what.append("any rank");
-  } else {
-    what.append("rank ").append(peer);
-  }
-  what.append(" (tag ").append(tag).append(") ").append(label_);
+  const Deadline deadline = Deadline::after(timeout);
   // Device buffers: the work the caller queued on its stream before this call must be over before a transport
   // touches the buffer. Point-to-point calls wait for it on the host (collectives do so on the group's worker).
-  if (!b.device.is_host()) wait_stream_work(b.device, opts.stream, Deadline::after(timeout), what.view());
+  if (!b.device.is_host()) wait_stream_work(b.device, opts.stream, deadline, P2PWork::describe(*p2p_, is_send, peer, tag));
   uint64_t wire_tag = transport::p2p_tag(view_.context, static_cast<uint64_t>(tag));
   int world_peer = peer == kAnySource ? kAnySource : view_.world_ranks[static_cast<std::size_t>(peer)];
-  auto request = is_send ? world_->mesh->isend(world_peer, wire_tag, b.data, b.bytes(), b.device)
-                         : world_->mesh->irecv(world_peer, wire_tag, b.data, b.bytes(), b.device);
-  auto work = std::make_shared<P2PWork>(world_->mesh, std::move(request), what, Deadline::after(timeout),
-                                        world_->timeout, world_to_group_);
+  transport::Mesh& mesh = *p2p_->mesh;
+  auto request = is_send ? mesh.isend(world_peer, wire_tag, b.data, b.bytes(), b.device)
+                         : mesh.irecv(world_peer, wire_tag, b.data, b.bytes(), b.device);
+  auto work = std::make_shared<P2PWork>(p2p_, std::move(request), is_send, peer, tag, deadline);
   if (!opts.async_op) work->wait(kDefaultTimeout);
   return work;
 }

@@ -17,6 +17,7 @@
 #include "runtime/executor.hpp"
 #include "runtime/flight_recorder.hpp"
 #include "runtime/hang_report.hpp"
+#include "runtime/work_impl.hpp"
 
 namespace dcomm::runtime {
 
@@ -114,8 +115,9 @@ class ProcessGroupImpl : public ProcessGroup, public std::enable_shared_from_thi
   std::shared_ptr<Store> store_;
   std::unique_ptr<coll::Engine> engine_;
   std::shared_ptr<FlightRecorder> recorder_;
-  // -1 for world ranks outside the group; shared with every point-to-point handle (a copy each cost an allocation)
-  std::shared_ptr<std::vector<int>> world_to_group_;
+  // The mesh, the group rank of each world rank and the label, shared with every point-to-point handle (one
+  // reference a message; a copy each cost an allocation)
+  std::shared_ptr<const P2PGroup> p2p_;
   std::atomic<uint64_t> seq_{0};     // collectives issued on this group
   std::atomic<uint64_t> rounds_{0};  // split / new_group calls on this group
   StreamOrders streams_;             // CUDA stream ordering, one per device used

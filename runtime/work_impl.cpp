@@ -78,45 +78,56 @@ void CollectiveWork::finish(std::exception_ptr error) noexcept {
   cv_.notify_all();
 }
 
-P2PWork::P2PWork(std::shared_ptr<transport::Mesh> mesh, transport::RequestPtr request, const What& what,
-                 Deadline deadline, Duration group_timeout, std::shared_ptr<const std::vector<int>> world_to_group)
-    : mesh_(std::move(mesh)),
+P2PWork::P2PWork(std::shared_ptr<const P2PGroup> group, transport::RequestPtr request, bool is_send, int peer,
+                 int tag, Deadline deadline)
+    : group_(std::move(group)),
       request_(std::move(request)),
-      what_(what),
-      deadline_(deadline),
-      group_timeout_(group_timeout),
-      world_to_group_(std::move(world_to_group)) {}
+      is_send_(is_send),
+      peer_(peer),
+      tag_(tag),
+      deadline_(deadline) {}
+
+std::string P2PWork::describe(const P2PGroup& group, bool is_send, int peer, int tag) {
+  std::string who = peer == kAnySource ? std::string("any rank") : fmt::format("rank {}", peer);
+  return fmt::format("{} {} (tag {}) {}", is_send ? "send to" : "recv from", who, tag, group.label);
+}
 
 bool P2PWork::is_completed() {
   std::lock_guard<std::mutex> lock(mu_);
   if (error_) return true;
   try {
-    return mesh_->test(*request_);
+    return group_->mesh->test(*request_);
   } catch (...) {
-    error_ = std::current_exception();
+    fail(std::current_exception());
     return true;
   }
 }
 
 bool P2PWork::wait(Duration timeout) {
+  transport::Request& r = *request_;
+  // Finished already (a blocking call's handle, waited for again): no lock, no clock, nothing to wait for. The
+  // receive's size was set when its message was delivered.
+  if (!failed_.load(std::memory_order_acquire) && !r.cancelled && r.op->state() == transport::Op::State::kDone) {
+    return true;
+  }
   std::lock_guard<std::mutex> lock(mu_);
   if (error_) std::rethrow_exception(error_);
   // The op's own deadline (set when it was posted) and the caller's bound, whichever comes first.
   Deadline bound = timeout == kDefaultTimeout ? deadline_ : Deadline::after(timeout);
   if (deadline_.at() < bound.at()) bound = deadline_;
   try {
-    mesh_->wait(*request_, bound, what());
+    group_->mesh->wait(r, bound, transport::WaitWhat(&P2PWork::what_of, this));
   } catch (const TimeoutError&) {
     // A caller-chosen bound that ran out leaves the request posted: it may still complete.
     if (bound.at() != deadline_.at()) throw;
-    error_ = std::current_exception();
+    fail(std::current_exception());
     throw;
   } catch (...) {
-    error_ = std::current_exception();
+    fail(std::current_exception());
     throw;
   }
-  if (request_->cancelled) {
-    error_ = std::make_exception_ptr(AbortedError(std::string(what()) + ": aborted before a message matched"));
+  if (r.cancelled) {
+    fail(std::make_exception_ptr(AbortedError(what() + ": aborted before a message matched")));
     std::rethrow_exception(error_);
   }
   return true;
@@ -124,17 +135,17 @@ bool P2PWork::wait(Duration timeout) {
 
 std::exception_ptr P2PWork::exception() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!error_ && request_->op->state() == transport::Op::State::kFailed) error_ = request_->op->error();
+  if (!error_ && request_->op->state() == transport::Op::State::kFailed) fail(request_->op->error());
   return error_;
 }
 
 void P2PWork::abort() noexcept {
   try {
     if (request_->kind == transport::Request::Kind::kRecv) {
-      mesh_->cancel(*request_);
+      group_->mesh->cancel(*request_);
     } else if (!request_->op->done()) {
       // A send cannot be withdrawn once the peer may be reading it; aborting it aborts the group, as in NCCL.
-      mesh_->poison(std::make_exception_ptr(AbortedError(std::string(what()) + ": aborted by the caller while in flight")));
+      group_->mesh->poison(std::make_exception_ptr(AbortedError(what() + ": aborted by the caller while in flight")));
     }
   } catch (...) {
     // abort() never throws.
@@ -143,8 +154,8 @@ void P2PWork::abort() noexcept {
 
 int P2PWork::source() const {
   int s = request_->source;
-  if (s < 0 || !world_to_group_) return s;
-  return (*world_to_group_)[static_cast<std::size_t>(s)];
+  if (s < 0) return s;
+  return group_->world_to_group[static_cast<std::size_t>(s)];
 }
 
 std::size_t P2PWork::bytes() const {

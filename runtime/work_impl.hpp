@@ -3,7 +3,7 @@
 // it), and a point-to-point request that lives in the mesh (completed by driving the mesh's progress).
 
 #include <algorithm>
-#include <charconv>
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <functional>
@@ -11,6 +11,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <dcomm/work.hpp>
 
@@ -54,35 +55,21 @@ class CollectiveWork : public Work {
 /// One object serves every such call, so the blocking path allocates no handle.
 WorkPtr completed_work();
 
-/// A point-to-point handle over a mesh request.
+/// What every point-to-point handle of one group shares, one reference a handle: the mesh, the group rank of each
+/// world rank (-1 outside the group) and the group's label for errors ("rank 1/4 of group 2").
+struct P2PGroup {
+  std::shared_ptr<transport::Mesh> mesh;
+  std::vector<int> world_to_group;
+  std::string label;
+};
+
+/// A point-to-point handle over a mesh request. What it is, for errors ("recv from rank 3 (tag 7) rank 1/4 of group
+/// 2"), is written only when an error needs it: putting it together on every message cost more instructions than
+/// the rest of a small message's path.
 class P2PWork : public Work {
  public:
-  /// What the handle is, for errors ("recv from rank 3 (tag 7) rank 1/4 of group 2"), put together without an
-  /// allocation (one per message shows in small-message latency); past kBytes it is cut.
-  class What {
-   public:
-    static constexpr std::size_t kBytes = 120;
-    What& append(std::string_view s) {
-      const std::size_t n = std::min(s.size(), kBytes - size_);
-      std::memcpy(text_ + size_, s.data(), n);
-      size_ += n;
-      return *this;
-    }
-    What& append(int v) {
-      char digits[16];
-      const auto end = std::to_chars(digits, digits + sizeof digits, v).ptr;
-      return append(std::string_view(digits, static_cast<std::size_t>(end - digits)));
-    }
-    std::string_view view() const { return {text_, size_}; }
-
-   private:
-    char text_[kBytes];
-    std::size_t size_ = 0;
-  };
-
-  /// `world_to_group`: group rank of each world rank, or null on the world group.
-  P2PWork(std::shared_ptr<transport::Mesh> mesh, transport::RequestPtr request, const What& what, Deadline deadline,
-          Duration group_timeout, std::shared_ptr<const std::vector<int>> world_to_group);
+  P2PWork(std::shared_ptr<const P2PGroup> group, transport::RequestPtr request, bool is_send, int peer, int tag,
+          Deadline deadline);
 
   bool is_completed() override;
   bool wait(Duration timeout) override;
@@ -91,17 +78,27 @@ class P2PWork : public Work {
   int source() const override;
   std::size_t bytes() const override;
 
- private:
-  std::shared_ptr<transport::Mesh> mesh_;
-  transport::RequestPtr request_;
-  std::string_view what() const { return what_.view(); }
+  /// "send to rank 1 (tag 0) rank 0/2", "recv from any rank (tag 5) rank 1/4 of group 2".
+  static std::string describe(const P2PGroup& group, bool is_send, int peer, int tag);
+  std::string what() const { return describe(*group_, is_send_, peer_, tag_); }
 
-  What what_;
+ private:
+  static std::string what_of(const void* self) { return static_cast<const P2PWork*>(self)->what(); }
+  /// Records the handle's failure (caller holds mu_).
+  void fail(std::exception_ptr e) {
+    error_ = std::move(e);
+    failed_.store(true, std::memory_order_release);
+  }
+
+  std::shared_ptr<const P2PGroup> group_;
+  transport::RequestPtr request_;
+  bool is_send_;
+  int peer_;
+  int tag_;
   Deadline deadline_;
-  Duration group_timeout_;
-  std::shared_ptr<const std::vector<int>> world_to_group_;
   std::mutex mu_;
   std::exception_ptr error_;
+  std::atomic<bool> failed_{false};  ///< error_ is set: read without the lock by a wait on a finished handle
 };
 
 }  // namespace dcomm::runtime

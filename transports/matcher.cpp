@@ -12,8 +12,12 @@ RequestPtr Matcher::arrived(Transport& from, const Incoming& msg) {
     unexpected_.push_back(Unexpected{&from, msg});
     return nullptr;
   }
-  RequestPtr r = *it;
-  posted_.erase(it);
+  RequestPtr r = std::move(*it);
+  if (it == posted_.begin()) {
+    posted_.pop_front();  // the usual case, without deque::erase's general shuffle
+  } else {
+    posted_.erase(it);
+  }
   return r;
 }
 
@@ -26,7 +30,11 @@ std::optional<Matcher::Unexpected> Matcher::post(const RequestPtr& recv) {
     return std::nullopt;
   }
   Unexpected u = *it;
-  unexpected_.erase(it);
+  if (it == unexpected_.begin()) {
+    unexpected_.pop_front();
+  } else {
+    unexpected_.erase(it);
+  }
   return u;
 }
 

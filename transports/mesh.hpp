@@ -49,6 +49,23 @@ struct Request {
 };
 using RequestPtr = std::shared_ptr<Request>;
 
+/// What a wait is for, the first words of its errors ("allreduce[ring] rank 2/4"): a string, or a function that
+/// writes it only when an error needs it (a point-to-point message's wait, where putting the words together on
+/// every message cost more than the rest of the message's path).
+class WaitWhat {
+ public:
+  WaitWhat(std::string_view text) : text_(text) {}  // NOLINT: a string is the usual form
+  WaitWhat(const std::string& text) : text_(text) {}  // NOLINT
+  WaitWhat(const char* text) : text_(text) {}  // NOLINT
+  WaitWhat(std::string (*make)(const void* arg), const void* arg) : make_(make), arg_(arg) {}
+  std::string str() const { return make_ != nullptr ? make_(arg_) : std::string(text_); }
+
+ private:
+  std::string_view text_;
+  std::string (*make_)(const void*) = nullptr;
+  const void* arg_ = nullptr;
+};
+
 /// The OpPtr a transport keeps while the request is in flight: it keeps the whole request alive.
 inline OpPtr op_ptr(const RequestPtr& r) { return OpPtr(r, r->op); }
 
@@ -89,7 +106,7 @@ class Mesh {
   virtual bool test(Request& r) = 0;
   /// Waits for the request; throws its failure, TimeoutError at the deadline, RemoteError when its peer dies.
   /// `what` starts every error message: "allreduce[ring] rank 2/4".
-  virtual void wait(Request& r, const Deadline& deadline, std::string_view what) = 0;
+  virtual void wait(Request& r, const Deadline& deadline, const WaitWhat& what) = 0;
   /// Waits until `ready(arg)` holds, for memory a peer writes directly (a shared-memory slot, collectives/slots.hpp):
   /// polls it, drives the mesh's progress every few polls (so messages this rank still owes keep moving), checks
   /// `peer`'s liveness every liveness_interval and fails like wait() - RemoteError naming the peer when it dies,

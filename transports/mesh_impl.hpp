@@ -34,7 +34,7 @@ class MeshImpl final : public Mesh, private ArrivalSink {
   RequestPtr isend(int peer, uint64_t tag, const void* data, std::size_t bytes, const Device& device) override;
   RequestPtr irecv(int peer, uint64_t tag, void* data, std::size_t capacity, const Device& device) override;
   bool test(Request& r) override;
-  void wait(Request& r, const Deadline& deadline, std::string_view what) override;
+  void wait(Request& r, const Deadline& deadline, const WaitWhat& what) override;
   void wait_until(bool (*ready)(const void* arg), std::string (*awaited)(const void* arg), const void* arg, int peer,
                   const Deadline& deadline, std::string_view what) override;
   bool cancel(Request& r) override;

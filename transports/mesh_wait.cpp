@@ -39,7 +39,7 @@ void MeshImpl::fail_wait(std::exception_ptr cause) {
   std::rethrow_exception(cause);
 }
 
-void MeshImpl::wait(Request& r, const Deadline& deadline, std::string_view what) {
+void MeshImpl::wait(Request& r, const Deadline& deadline, const WaitWhat& what) {
   throw_if_poisoned();
   Backoff backoff;
   // Set at the first clock reading: most waits end within a few polls and never read the clock at all.
@@ -72,7 +72,7 @@ void MeshImpl::wait(Request& r, const Deadline& deadline, std::string_view what)
     if (r.op->done()) break;
     if (dead) {
       fail_wait(make_error(dead->code, fmt::format("{}: {} failed after {} (timeout {}): {}; check rank {}'s log",
-                                                   what, describe(r), format_duration(deadline.elapsed()),
+                                                   what.str(), describe(r), format_duration(deadline.elapsed()),
                                                    format_duration(deadline.timeout()), dead->text, dead->rank)));
     }
     if (++polls % kClockEvery == 0 && deadline.expired()) {
@@ -83,7 +83,7 @@ void MeshImpl::wait(Request& r, const Deadline& deadline, std::string_view what)
                                                 r.peer, peer(r.peer).pid, peer(r.peer).hostname,
                                                 r.kind == Request::Kind::kSend ? "receive" : "send");
       fail_wait(make_error(ErrorCode::kTimeout,
-                           fmt::format("{}: {} not done after {} (timeout {}); {} - check its log", what,
+                           fmt::format("{}: {} not done after {} (timeout {}); {} - check its log", what.str(),
                                        describe(r), format_duration(deadline.elapsed()),
                                        format_duration(deadline.timeout()), peer_hint)));
     }
@@ -104,14 +104,14 @@ void MeshImpl::wait(Request& r, const Deadline& deadline, std::string_view what)
     std::rethrow_exception(cause);
   } catch (const Error& e) {
     if (e.code() == ErrorCode::kInvalidUsage) {
-      std::rethrow_exception(make_error(e.code(), fmt::format("{}: {}", what, e.what())));
+      std::rethrow_exception(make_error(e.code(), fmt::format("{}: {}", what.str(), e.what())));
     }
     // Named like a dead peer's wait above: the request (peer, transport, bytes), how long it ran and its timeout.
-    fail_wait(make_error(e.code(), fmt::format("{}: {} failed after {} (timeout {}): {}", what, describe(r),
+    fail_wait(make_error(e.code(), fmt::format("{}: {} failed after {} (timeout {}): {}", what.str(), describe(r),
                                                format_duration(deadline.elapsed()),
                                                format_duration(deadline.timeout()), explain_op_failure(r, e.what()))));
   } catch (const std::exception& e) {
-    fail_wait(make_error(ErrorCode::kInternal, fmt::format("{}: {} failed after {} (timeout {}): {}", what,
+    fail_wait(make_error(ErrorCode::kInternal, fmt::format("{}: {} failed after {} (timeout {}): {}", what.str(),
                                                            describe(r), format_duration(deadline.elapsed()),
                                                            format_duration(deadline.timeout()), e.what())));
   }

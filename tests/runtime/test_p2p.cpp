@@ -161,3 +161,60 @@ TEST_CASE("bad peers, tags and buffers are rejected before any I/O", "[runtime][
   INFO(first(failures));
   CHECK(failures.empty());
 }
+
+TEST_CASE("a subgroup's any-source receive reports the sender's rank in the subgroup", "[runtime][p2p]") {
+  // Keys in reverse order: group ranks differ from world ranks (world 3 is rank 0 of {1, 3}), so a source that
+  // was not translated shows.
+  auto failures = run_ranks(4, [](ProcessGroup& pg, std::vector<std::string>& f) {
+    auto sub = pg.split(pg.rank() % 2, -pg.rank());
+    RANK_EXPECT(f, sub->size() == 2, "subgroup of two");
+    std::vector<int64_t> v = {1000 + pg.rank()};
+    if (sub->rank() == 0) {
+      sub->send(Buffer(v), 1, 4);
+    } else {
+      v[0] = -1;
+      auto w = sub->recv(Buffer(v), kAnySource, 4);
+      const int sender_world = pg.rank() + 2;
+      RANK_EXPECT(f, w->source() == 0, "source " + std::to_string(w->source()) + " is the sender's subgroup rank 0");
+      RANK_EXPECT(f, v[0] == 1000 + sender_world, "payload from world rank " + std::to_string(sender_world));
+      RANK_EXPECT(f, w->bytes() == sizeof(int64_t), "bytes of the message");
+    }
+    sub->barrier();
+  });
+  INFO(first(failures));
+  CHECK(failures.empty());
+}
+
+TEST_CASE("a message's errors name the message, its peer, its tag and the group", "[runtime][p2p]") {
+  // The handle writes what it is only when an error needs it: the words must be the same as when it was written
+  // on every message.
+  auto failures = run_ranks(3, [](ProcessGroup& pg, std::vector<std::string>& f) {
+    auto sub = pg.split(pg.rank() == 2 ? 1 : 0, -pg.rank());  // {0, 1} in reverse order: world 1 is rank 0
+    std::vector<int32_t> v = {7};
+    if (pg.rank() == 0) {
+      auto w = sub->irecv(Buffer(v), 0, 11);
+      w->abort();
+      try {
+        w->wait(std::chrono::seconds(5));
+        f.push_back("wait on an aborted receive did not throw");
+      } catch (const AbortedError& e) {
+        const std::string text = e.what();
+        const std::string want = "recv from rank 0 (tag 11) rank 1/2 of group ";
+        RANK_EXPECT(f, text.rfind(want, 0) == 0, "starts with '" + want + "': " + text);
+        RANK_EXPECT(f, text.find("aborted before a message matched") != std::string::npos, "says why: " + text);
+      }
+      auto t = pg.irecv(Buffer(v), 2, 12);
+      try {
+        t->wait(std::chrono::milliseconds(200));
+        f.push_back("a receive nobody sends to did not time out");
+      } catch (const TimeoutError& e) {
+        const std::string text = e.what();
+        const std::string want = "recv from rank 2 (tag 12) rank 0/3: ";
+        RANK_EXPECT(f, text.rfind(want, 0) == 0, "starts with '" + want + "': " + text);
+        RANK_EXPECT(f, text.find("not done after") != std::string::npos, "says how long: " + text);
+      }
+    }
+  });
+  INFO(first(failures));
+  CHECK(failures.empty());
+}

@@ -93,11 +93,11 @@ void ShmTransport::handle(int from, const RecordHeader& h, const char* payload, 
       uint64_t token = next_token_++;
       held_.push_back(Held{token, from, h, h.kind == RecordKind::kEager ? payload : nullptr, {}});
       sink.arrived(*this, Incoming{from, h.tag, h.bytes, token});
-      // Not received during the announcement: copy it out so the ring keeps flowing.
-      auto it = find_held(token);
-      if (it != held_.end() && it->in_ring != nullptr) {
-        it->owned.assign(payload, payload + h.len);
-        it->in_ring = nullptr;
+      // Not received during the announcement: copy it out so the ring keeps flowing. Tokens grow and are held in
+      // order, so a message still held is the last one.
+      if (!held_.empty() && held_.back().token == token && held_.back().in_ring != nullptr) {
+        held_.back().owned.assign(payload, payload + h.len);
+        held_.back().in_ring = nullptr;
       }
       return;
     }
@@ -140,20 +140,31 @@ std::deque<ShmTransport::Held>::iterator ShmTransport::find_held(uint64_t token)
   return it != held_.end() && it->token == token ? it : held_.end();
 }
 
+void ShmTransport::erase_held(std::deque<Held>::iterator it) {
+  if (it == held_.begin()) {
+    held_.pop_front();  // the usual case, without deque::erase's general shuffle
+  } else {
+    held_.erase(it);
+  }
+}
+
 void ShmTransport::receive(const Incoming& msg, void* dst, const Device& /*device*/, OpPtr op) {
   auto it = find_held(msg.token);
   if (it == held_.end()) {
     op->fail(std::make_exception_ptr(Error(ErrorCode::kInternal, "shm: receive of an unknown message")));
     return;
   }
-  Held held = std::move(*it);
-  held_.erase(it);
-  Peer& p = peer(held.peer);
-  if (held.h.kind == RecordKind::kEager) {
-    if (held.h.len != 0) std::memcpy(dst, held.in_ring != nullptr ? held.in_ring : held.owned.data(), held.h.len);
-    op->complete(held.h.len);
+  if (it->h.kind == RecordKind::kEager) {
+    // The small message's path: no copy of the record, and the usual one is the first held.
+    const std::size_t len = it->h.len;
+    if (len != 0) std::memcpy(dst, it->in_ring != nullptr ? it->in_ring : it->owned.data(), len);
+    erase_held(it);
+    op->complete(len);
     return;
   }
+  Held held = std::move(*it);
+  erase_held(it);
+  Peer& p = peer(held.peer);
   if (p.cma && protocol_for(held.peer, held.h) == LargeProtocol::kCma) {
     const Clock::time_point t0 = Clock::now();
     int err = cma_read(p.info.pid, dst, held.h.addr, held.h.bytes);
@@ -205,7 +216,7 @@ void ShmTransport::discard(const Incoming& msg) {
   if (it == held_.end()) return;
   // A large message is dropped without reading it; the ack still completes the sender's op.
   if (it->h.kind == RecordKind::kRts) ack(it->peer, it->h.msg_id);
-  held_.erase(it);
+  erase_held(it);
 }
 
 }  // namespace dcomm::transport::shm

@@ -126,6 +126,7 @@ class ShmTransport final : public Transport {
   void log_choices(bool any_cma) const;
   void mark_shared_cores(const std::vector<PeerInfo>& peers);
   std::deque<Held>::iterator find_held(uint64_t token);
+  void erase_held(std::deque<Held>::iterator it);
   Peer& peer(int rank) { return peers_[static_cast<std::size_t>(rank)]; }
   std::exception_ptr closed_error(const char* what) const;
 
