@@ -133,10 +133,13 @@ WorkPtr ProcessGroupImpl::post_p2p(bool is_send, const Buffer& buf, int peer, in
   if (!b.device.is_host()) wait_stream_work(b.device, opts.stream, deadline, P2PWork::describe(*p2p_, is_send, peer, tag));
   uint64_t wire_tag = transport::p2p_tag(view_.context, static_cast<uint64_t>(tag));
   int world_peer = peer == kAnySource ? kAnySource : view_.world_ranks[static_cast<std::size_t>(peer)];
-  transport::Mesh& mesh = *p2p_->mesh;
-  auto request = is_send ? mesh.isend(world_peer, wire_tag, b.data, b.bytes(), b.device)
-                         : mesh.irecv(world_peer, wire_tag, b.data, b.bytes(), b.device);
-  auto work = std::make_shared<P2PWork>(p2p_, std::move(request), is_send, peer, tag, deadline);
+  auto work = std::make_shared<P2PWork>(p2p_, is_send, peer, tag, deadline);
+  const transport::RequestPtr request(work, &work->request());
+  if (is_send) {
+    p2p_->mesh->isend(request, world_peer, wire_tag, b.data, b.bytes(), b.device);
+  } else {
+    p2p_->mesh->irecv(request, world_peer, wire_tag, b.data, b.bytes(), b.device);
+  }
   if (!opts.async_op) work->wait(kDefaultTimeout);
   return work;
 }

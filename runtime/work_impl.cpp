@@ -78,10 +78,8 @@ void CollectiveWork::finish(std::exception_ptr error) noexcept {
   cv_.notify_all();
 }
 
-P2PWork::P2PWork(std::shared_ptr<const P2PGroup> group, transport::RequestPtr request, bool is_send, int peer,
-                 int tag, Deadline deadline)
+P2PWork::P2PWork(std::shared_ptr<const P2PGroup> group, bool is_send, int peer, int tag, Deadline deadline)
     : group_(std::move(group)),
-      request_(std::move(request)),
       is_send_(is_send),
       peer_(peer),
       tag_(tag),
@@ -96,7 +94,7 @@ bool P2PWork::is_completed() {
   std::lock_guard<std::mutex> lock(mu_);
   if (error_) return true;
   try {
-    return group_->mesh->test(*request_);
+    return group_->mesh->test(request_);
   } catch (...) {
     fail(std::current_exception());
     return true;
@@ -104,7 +102,7 @@ bool P2PWork::is_completed() {
 }
 
 bool P2PWork::wait(Duration timeout) {
-  transport::Request& r = *request_;
+  transport::Request& r = request_;
   // Finished already (a blocking call's handle, waited for again): no lock, no clock, nothing to wait for. The
   // receive's size was set when its message was delivered.
   if (!failed_.load(std::memory_order_acquire) && !r.cancelled && r.op->state() == transport::Op::State::kDone) {
@@ -135,15 +133,15 @@ bool P2PWork::wait(Duration timeout) {
 
 std::exception_ptr P2PWork::exception() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!error_ && request_->op->state() == transport::Op::State::kFailed) fail(request_->op->error());
+  if (!error_ && request_.op->state() == transport::Op::State::kFailed) fail(request_.op->error());
   return error_;
 }
 
 void P2PWork::abort() noexcept {
   try {
-    if (request_->kind == transport::Request::Kind::kRecv) {
-      group_->mesh->cancel(*request_);
-    } else if (!request_->op->done()) {
+    if (request_.kind == transport::Request::Kind::kRecv) {
+      group_->mesh->cancel(request_);
+    } else if (!request_.op->done()) {
       // A send cannot be withdrawn once the peer may be reading it; aborting it aborts the group, as in NCCL.
       group_->mesh->poison(std::make_exception_ptr(AbortedError(what() + ": aborted by the caller while in flight")));
     }
@@ -153,13 +151,13 @@ void P2PWork::abort() noexcept {
 }
 
 int P2PWork::source() const {
-  int s = request_->source;
+  int s = request_.source;
   if (s < 0) return s;
   return group_->world_to_group[static_cast<std::size_t>(s)];
 }
 
 std::size_t P2PWork::bytes() const {
-  return request_->kind == transport::Request::Kind::kRecv ? request_->received : request_->capacity;
+  return request_.kind == transport::Request::Kind::kRecv ? request_.received : request_.capacity;
 }
 
 }  // namespace dcomm::runtime

@@ -68,8 +68,10 @@ struct P2PGroup {
 /// the rest of a small message's path.
 class P2PWork : public Work {
  public:
-  P2PWork(std::shared_ptr<const P2PGroup> group, transport::RequestPtr request, bool is_send, int peer, int tag,
-          Deadline deadline);
+  /// The handle holds its request (one allocation for both): post it through the mesh as
+  /// `transport::RequestPtr(handle, &handle->request())`, which keeps the handle alive while a transport holds it.
+  P2PWork(std::shared_ptr<const P2PGroup> group, bool is_send, int peer, int tag, Deadline deadline);
+  transport::Request& request() { return request_; }
 
   bool is_completed() override;
   bool wait(Duration timeout) override;
@@ -91,7 +93,7 @@ class P2PWork : public Work {
   }
 
   std::shared_ptr<const P2PGroup> group_;
-  transport::RequestPtr request_;
+  transport::Request request_;
   bool is_send_;
   int peer_;
   int tag_;

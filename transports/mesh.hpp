@@ -97,11 +97,23 @@ class Mesh {
 
   /// `device` says where the memory lives; device memory goes over a transport that supports it (cuda_ipc),
   /// or is staged through host memory.
-  virtual RequestPtr isend(int peer, uint64_t tag, const void* data, std::size_t bytes,
-                           const Device& device = Device::host()) = 0;
+  RequestPtr isend(int peer, uint64_t tag, const void* data, std::size_t bytes, const Device& device = Device::host()) {
+    auto r = std::make_shared<Request>();
+    isend(r, peer, tag, data, bytes, device);
+    return r;
+  }
   /// `peer` may be kAnySource.
-  virtual RequestPtr irecv(int peer, uint64_t tag, void* data, std::size_t capacity,
-                           const Device& device = Device::host()) = 0;
+  RequestPtr irecv(int peer, uint64_t tag, void* data, std::size_t capacity, const Device& device = Device::host()) {
+    auto r = std::make_shared<Request>();
+    irecv(r, peer, tag, data, capacity, device);
+    return r;
+  }
+  /// The same into `r`, a fresh request the caller made: one that shares an allocation with the caller's own state
+  /// (a process group's handle and its request are one block: one allocation a message, not two).
+  virtual void isend(const RequestPtr& r, int peer, uint64_t tag, const void* data, std::size_t bytes,
+                     const Device& device) = 0;
+  virtual void irecv(const RequestPtr& r, int peer, uint64_t tag, void* data, std::size_t capacity,
+                     const Device& device) = 0;
   /// Drives progress once; returns whether the request has finished (done, failed or cancelled).
   virtual bool test(Request& r) = 0;
   /// Waits for the request; throws its failure, TimeoutError at the deadline, RemoteError when its peer dies.

@@ -79,26 +79,24 @@ void MeshImpl::check_args(const char* op, int peer, uint64_t tag, const void* da
 
 namespace {
 
-// One allocation per request: the request holds its own completion record (Request::op_storage).
-RequestPtr new_request(Request::Kind kind, int peer, uint64_t tag, void* data, std::size_t capacity,
-                       const Device& device) {
-  auto r = std::make_shared<Request>();
-  r->kind = kind;
-  r->peer = peer;
-  r->tag = tag;
-  r->data = data;
-  r->device = device;
-  r->capacity = capacity;
-  return r;
+void fill_request(Request& r, Request::Kind kind, int peer, uint64_t tag, void* data, std::size_t capacity,
+                  const Device& device) {
+  r.kind = kind;
+  r.peer = peer;
+  r.tag = tag;
+  r.data = data;
+  r.device = device;
+  r.capacity = capacity;
 }
 
 }  // namespace
 
-RequestPtr MeshImpl::isend(int peer, uint64_t tag, const void* data, std::size_t bytes, const Device& device) {
+void MeshImpl::isend(const RequestPtr& r, int peer, uint64_t tag, const void* data, std::size_t bytes,
+                     const Device& device) {
   throw_if_poisoned();
   check_args("send", peer, tag, data, bytes, device, false);
   // Sends keep their pointer in the transport, not in the request.
-  RequestPtr r = new_request(Request::Kind::kSend, peer, tag, nullptr, bytes, device);
+  fill_request(*r, Request::Kind::kSend, peer, tag, nullptr, bytes, device);
   r->source = rank_;
   std::lock_guard<std::mutex> lock(mu_);
   throw_if_poisoned();
@@ -109,18 +107,17 @@ RequestPtr MeshImpl::isend(int peer, uint64_t tag, const void* data, std::size_t
     poison(std::current_exception());
     throw;
   }
-  return r;
 }
 
-RequestPtr MeshImpl::irecv(int peer, uint64_t tag, void* data, std::size_t capacity, const Device& device) {
+void MeshImpl::irecv(const RequestPtr& r, int peer, uint64_t tag, void* data, std::size_t capacity,
+                     const Device& device) {
   throw_if_poisoned();
   check_args("recv", peer, tag, data, capacity, device, true);
-  RequestPtr r = new_request(Request::Kind::kRecv, peer, tag, data, capacity, device);
+  fill_request(*r, Request::Kind::kRecv, peer, tag, data, capacity, device);
   std::lock_guard<std::mutex> lock(mu_);
   throw_if_poisoned();
   if (peer != kAnySource) r->transport = route(peer, device);
   if (auto u = matcher_.post(r)) deliver(r, *u->transport, u->msg);
-  return r;
 }
 
 void MeshImpl::arrived(Transport& from, const Incoming& msg) {

@@ -31,8 +31,12 @@ class MeshImpl final : public Mesh, private ArrivalSink {
   const PeerInfo& peer(int rank) const override;
   const char* transport_name(int peer) const override;
 
-  RequestPtr isend(int peer, uint64_t tag, const void* data, std::size_t bytes, const Device& device) override;
-  RequestPtr irecv(int peer, uint64_t tag, void* data, std::size_t capacity, const Device& device) override;
+  using Mesh::irecv;
+  using Mesh::isend;
+  void isend(const RequestPtr& r, int peer, uint64_t tag, const void* data, std::size_t bytes,
+             const Device& device) override;
+  void irecv(const RequestPtr& r, int peer, uint64_t tag, void* data, std::size_t capacity,
+             const Device& device) override;
   bool test(Request& r) override;
   void wait(Request& r, const Deadline& deadline, const WaitWhat& what) override;
   void wait_until(bool (*ready)(const void* arg), std::string (*awaited)(const void* arg), const void* arg, int peer,
