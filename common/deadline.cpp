@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <sched.h>
+#include <time.h>
 
 #include <algorithm>
 #include <atomic>
@@ -21,6 +22,26 @@ Deadline Deadline::after(Duration timeout) {
   if (timeout == kNoTimeout) return never();
   Clock::time_point now = Clock::now();  // one clock read: this runs on every operation
   return Deadline(now, now + timeout, timeout);
+}
+
+Clock::time_point coarse_now() noexcept {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return Clock::time_point(std::chrono::duration_cast<Clock::duration>(std::chrono::seconds(ts.tv_sec) +
+                                                                        std::chrono::nanoseconds(ts.tv_nsec)));
+}
+
+Deadline Deadline::after_coarse(Duration timeout) {
+  if (timeout == kNoTimeout) return never();
+  // One tick of the coarse clock (4 ms at HZ=250), asked once.
+  static const Clock::duration tick = [] {
+    timespec res{};
+    if (::clock_getres(CLOCK_MONOTONIC_COARSE, &res) != 0) return Clock::duration(std::chrono::milliseconds(10));
+    return std::chrono::duration_cast<Clock::duration>(std::chrono::seconds(res.tv_sec) +
+                                                       std::chrono::nanoseconds(res.tv_nsec));
+  }();
+  const Clock::time_point now = coarse_now();
+  return Deadline(now, now + timeout + tick, timeout);
 }
 
 Duration Deadline::elapsed() const { return std::chrono::duration_cast<Duration>(Clock::now() - start_); }

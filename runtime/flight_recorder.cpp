@@ -16,15 +16,6 @@ constexpr long long kDefaultEntries = 64;
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-// The recorder's timestamps: CLOCK_MONOTONIC_COARSE, on the steady clock's own time line (CLOCK_MONOTONIC) to a few
-// milliseconds, for a third of its cost (no TSC read). Reports print tenths of seconds; every call takes two.
-Clock::time_point coarse_now() noexcept {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return Clock::time_point(std::chrono::duration_cast<Clock::duration>(std::chrono::seconds(ts.tv_sec) +
-                                                                        std::chrono::nanoseconds(ts.tv_nsec)));
-}
-
 const char* state_name(FlightRecorder::State s) {
   switch (s) {
     case FlightRecorder::State::kRunning: return "running";
@@ -52,6 +43,7 @@ void FlightRecorder::begin(uint64_t seq, Collective coll, DType dtype, std::size
   algorithm_.store(nullptr, std::memory_order_relaxed);
   std::lock_guard<SpinLock> lock(mu_);
   Entry& e = ring_[recorded_ % ring_.size()];
+  // Timestamps from the coarse clock (common/deadline.hpp): reports print tenths of seconds; every call takes two.
   e = Entry{seq, coll, nullptr, dtype, count, root, State::kRunning, coarse_now(), {}};
   ++recorded_;
 }
