@@ -6,6 +6,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
+#include <thread>
+#include <type_traits>
 
 #include "common/env.hpp"
 
@@ -36,52 +39,92 @@ std::string hostname() {
 FlightRecorder::FlightRecorder(uint32_t context, std::vector<int> world_ranks)
     : context_(context), world_ranks_(std::move(world_ranks)) {
   long long n = env::get_int("DCOMM_FLIGHT_RECORDER_ENTRIES", kDefaultEntries);
-  ring_.resize(static_cast<std::size_t>(n < 1 ? 1 : n));
+  size_ = static_cast<std::size_t>(n < 1 ? 1 : n);
+  ring_ = std::make_unique<Slot[]>(size_);
+}
+
+static_assert(std::is_trivially_copyable_v<FlightRecorder::Entry> &&
+                  sizeof(FlightRecorder::Entry) <= sizeof(uint64_t) * 8,
+              "an entry travels as words");
+
+void FlightRecorder::store(uint64_t index, const Entry& e) {
+  uint64_t words[kWords] = {};
+  std::memcpy(words, &e, sizeof e);
+  Slot& slot = ring_[index % size_];
+  // A sequence lock of one entry: odd while written. The release fence keeps the words' stores after the odd
+  // stamp; the even stamp's release store keeps them before it. One writer at a time: plain stores, no lock.
+  const uint64_t stamp = slot.stamp.load(std::memory_order_relaxed);
+  slot.stamp.store(stamp + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  slot.index.store(index + 1, std::memory_order_relaxed);
+  for (std::size_t w = 0; w < kWords; ++w) slot.words[w].store(words[w], std::memory_order_relaxed);
+  slot.stamp.store(stamp + 2, std::memory_order_release);
+}
+
+bool FlightRecorder::load(uint64_t index, Entry& out) const {
+  const Slot& slot = ring_[index % size_];
+  for (;;) {
+    const uint64_t before = slot.stamp.load(std::memory_order_acquire);
+    if (before % 2 != 0) {  // being written: the writer is a few stores from done
+      std::this_thread::yield();
+      continue;
+    }
+    const uint64_t held = slot.index.load(std::memory_order_relaxed);
+    uint64_t words[kWords];
+    for (std::size_t w = 0; w < kWords; ++w) words[w] = slot.words[w].load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (slot.stamp.load(std::memory_order_relaxed) != before) continue;
+    if (held != index + 1) return false;  // replaced by a later entry, or never written
+    std::memcpy(&out, words, sizeof out);
+    return true;
+  }
 }
 
 void FlightRecorder::begin(uint64_t seq, Collective coll, DType dtype, std::size_t count, int root) {
   algorithm_.store(nullptr, std::memory_order_relaxed);
-  std::lock_guard<SpinLock> lock(mu_);
-  Entry& e = ring_[recorded_ % ring_.size()];
+  const uint64_t index = recorded_.load(std::memory_order_relaxed);
   // Timestamps from the coarse clock (common/deadline.hpp): reports print tenths of seconds; every call takes two.
-  e = Entry{seq, coll, nullptr, dtype, count, root, State::kRunning, coarse_now(), {}};
-  ++recorded_;
+  newest_ = Entry{seq, coll, nullptr, dtype, count, root, State::kRunning, coarse_now(), {}};
+  store(index, newest_);
+  recorded_.store(index + 1, std::memory_order_release);
 }
 
 void FlightRecorder::end(bool ok) {
-  std::lock_guard<SpinLock> lock(mu_);
-  if (recorded_ == 0) return;
-  Entry& e = ring_[(recorded_ - 1) % ring_.size()];
-  e.algorithm = algorithm_.load(std::memory_order_relaxed);
-  e.state = ok ? State::kDone : State::kFailed;
-  e.end = coarse_now();
+  const uint64_t recorded = recorded_.load(std::memory_order_relaxed);
+  if (recorded == 0) return;
+  newest_.algorithm = algorithm_.load(std::memory_order_relaxed);
+  newest_.state = ok ? State::kDone : State::kFailed;
+  newest_.end = coarse_now();
+  store(recorded - 1, newest_);
 }
 
 FlightRecorder::Position FlightRecorder::position(Clock::time_point now) const {
-  std::lock_guard<SpinLock> lock(mu_);
   Position p;
-  if (recorded_ == 0) return p;
+  // The newest entry; should the group move on meanwhile (this runs on another thread), the one after it.
+  for (;;) {
+    const uint64_t recorded = recorded_.load(std::memory_order_acquire);
+    if (recorded == 0) return p;
+    if (load(recorded - 1, p.newest)) break;
+  }
   p.any = true;
-  p.newest = ring_[(recorded_ - 1) % ring_.size()];
   p.in_call = p.newest.state == State::kRunning;
   p.for_time = std::chrono::duration_cast<Duration>(now - (p.in_call ? p.newest.start : p.newest.end));
   return p;
 }
 
 nlohmann::json FlightRecorder::to_json(Clock::time_point now) const {
-  // Copied under the lock, formatted after it: the rank's next call must not wait for the formatting.
-  std::vector<Entry> ring;
-  uint64_t recorded = 0;
+  // Copied entry by entry, formatted after: the rank's next call never waits for a reader. An entry replaced while
+  // this copies (the group ran on) is left out; the newest is always there.
   const char* running_algorithm = algorithm_.load(std::memory_order_relaxed);
-  {
-    std::lock_guard<SpinLock> lock(mu_);
-    ring = ring_;
-    recorded = recorded_;
+  const uint64_t recorded = recorded_.load(std::memory_order_acquire);
+  std::vector<Entry> ring;
+  const uint64_t first = recorded > size_ ? recorded - size_ : 0;
+  for (uint64_t i = first; i < recorded; ++i) {
+    Entry e;
+    if (load(i, e)) ring.push_back(e);
   }
   nlohmann::json entries = nlohmann::json::array();
-  uint64_t first = recorded > ring.size() ? recorded - ring.size() : 0;
-  for (uint64_t i = first; i < recorded; ++i) {
-    const Entry& e = ring[i % ring.size()];
+  for (const Entry& e : ring) {
     const char* algo = e.state == State::kRunning ? running_algorithm : e.algorithm;
     entries.push_back({{"seq", e.seq},
                        {"collective", to_string(e.coll)},
@@ -93,8 +136,8 @@ nlohmann::json FlightRecorder::to_json(Clock::time_point now) const {
                        {"started_s_ago", seconds(now - e.start)},
                        {"duration_s", seconds((e.state == State::kRunning ? now : e.end) - e.start)}});
   }
-  bool in_call = recorded > 0 && ring[(recorded - 1) % ring.size()].state == State::kRunning;
-  double idle = recorded > 0 && !in_call ? seconds(now - ring[(recorded - 1) % ring.size()].end) : 0.0;
+  bool in_call = !ring.empty() && ring.back().state == State::kRunning;
+  double idle = !ring.empty() && !in_call ? seconds(now - ring.back().end) : 0.0;
   return {{"context", context_}, {"ranks", world_ranks_}, {"in_call", in_call}, {"idle_s", idle},
           {"entries", entries}};
 }

@@ -1,8 +1,9 @@
 #pragma once
 // The flight recorder: per group, the last N collectives this rank ran (sequence number, collective, algorithm,
-// dtype, count, root, state, start and end), always on. Recording costs two uncontended spin-lock pairs, two
-// coarse clock reads (CLOCK_MONOTONIC_COARSE: to a few ms) and a few stores per call; nothing is formatted until
-// someone asks. A rank is asked (runtime/hang_report.hpp) when a peer's collective times out, and dumps at exit
+// dtype, count, root, state, start and end), always on. Recording costs two coarse clock reads
+// (CLOCK_MONOTONIC_COARSE: to a few ms) and a few plain stores per call - no lock and no locked instruction: each
+// entry is written under its own stamp (a sequence lock per entry), which a reader checks before and after its copy
+// and retries on a change; nothing is formatted until someone asks. A rank is asked (runtime/hang_report.hpp) when a peer's collective times out, and dumps at exit
 // when DCOMM_FLIGHT_RECORDER_DUMP names a file or "stderr".
 // The dump formats (text and JSON) are in docs/errors.md. Anchors: torch's flight recorder, NCCL's RAS.
 
@@ -11,7 +12,6 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -21,21 +21,6 @@
 #include "common/deadline.hpp"
 
 namespace dcomm::runtime {
-
-/// A lock for a few stores, taken on every collective call: one atomic exchange and one store uncontended (a
-/// std::mutex costs a lock and an unlock call each time). Readers (a hang report) hold it only to copy.
-class SpinLock {
- public:
-  void lock() noexcept {
-    while (busy_.exchange(true, std::memory_order_acquire)) {
-      while (busy_.load(std::memory_order_relaxed)) std::this_thread::yield();
-    }
-  }
-  void unlock() noexcept { busy_.store(false, std::memory_order_release); }
-
- private:
-  std::atomic<bool> busy_{false};
-};
 
 class FlightRecorder {
  public:
@@ -74,11 +59,27 @@ class FlightRecorder {
   nlohmann::json to_json(Clock::time_point now) const;
 
  private:
+  /// An entry as words, each stored and loaded atomically (relaxed), so a reader that races the writer reads
+  /// defined values and tells by the stamp that it must retry.
+  static constexpr std::size_t kWords = 8;
+  struct Slot {
+    /// Odd while the writer writes here, even otherwise; every write (a call's begin and its end) adds 2, so a
+    /// reader that sees the same even stamp before and after its copy read one write's words.
+    std::atomic<uint64_t> stamp{0};
+    std::atomic<uint64_t> index{0};  ///< which entry the words are: i + 1 (0: none yet)
+    std::atomic<uint64_t> words[kWords];
+  };
+  /// Writes entry `index` into its slot (the writer: one thread at a time, the one running the group's call).
+  void store(uint64_t index, const Entry& e);
+  /// Entry `index`, when its slot still holds it: false when a later entry replaced it (or none was written).
+  bool load(uint64_t index, Entry& out) const;
+
   uint32_t context_;
   std::vector<int> world_ranks_;
-  mutable SpinLock mu_;
-  std::vector<Entry> ring_;
-  uint64_t recorded_ = 0;  ///< entries ever begun; the newest is ring_[(recorded_ - 1) % size]
+  std::unique_ptr<Slot[]> ring_;
+  std::size_t size_ = 0;
+  Entry newest_;  ///< the writer's copy of the newest entry (end() updates it)
+  std::atomic<uint64_t> recorded_{0};  ///< entries ever begun; the newest is entry recorded_ - 1
   std::atomic<const char*> algorithm_{nullptr};
 };
 
