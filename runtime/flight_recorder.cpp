@@ -47,10 +47,10 @@ static_assert(std::is_trivially_copyable_v<FlightRecorder::Entry> &&
                   sizeof(FlightRecorder::Entry) <= sizeof(uint64_t) * 8,
               "an entry travels as words");
 
-void FlightRecorder::store(uint64_t index, const Entry& e) {
+void FlightRecorder::store(uint64_t index, std::size_t at, const Entry& e) {
   uint64_t words[kWords] = {};
   std::memcpy(words, &e, sizeof e);
-  Slot& slot = ring_[index % size_];
+  Slot& slot = ring_[at];
   // A sequence lock of one entry: odd while written. The release fence keeps the words' stores after the odd
   // stamp; the even stamp's release store keeps them before it. One writer at a time: plain stores, no lock.
   const uint64_t stamp = slot.stamp.load(std::memory_order_relaxed);
@@ -85,7 +85,8 @@ void FlightRecorder::begin(uint64_t seq, Collective coll, DType dtype, std::size
   const uint64_t index = recorded_.load(std::memory_order_relaxed);
   // Timestamps from the coarse clock (common/deadline.hpp): reports print tenths of seconds; every call takes two.
   newest_ = Entry{seq, coll, nullptr, dtype, count, root, State::kRunning, coarse_now(), {}};
-  store(index, newest_);
+  newest_slot_ = index == 0 || newest_slot_ + 1 == size_ ? 0 : newest_slot_ + 1;
+  store(index, newest_slot_, newest_);
   recorded_.store(index + 1, std::memory_order_release);
 }
 
@@ -95,7 +96,7 @@ void FlightRecorder::end(bool ok) {
   newest_.algorithm = algorithm_.load(std::memory_order_relaxed);
   newest_.state = ok ? State::kDone : State::kFailed;
   newest_.end = coarse_now();
-  store(recorded - 1, newest_);
+  store(recorded - 1, newest_slot_, newest_);
 }
 
 FlightRecorder::Position FlightRecorder::position(Clock::time_point now) const {

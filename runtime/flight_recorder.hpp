@@ -69,8 +69,9 @@ class FlightRecorder {
     std::atomic<uint64_t> index{0};  ///< which entry the words are: i + 1 (0: none yet)
     std::atomic<uint64_t> words[kWords];
   };
-  /// Writes entry `index` into its slot (the writer: one thread at a time, the one running the group's call).
-  void store(uint64_t index, const Entry& e);
+  /// Writes entry `index` into its slot `at` (index mod size_; the writer: one thread at a time, the one running
+  /// the group's call).
+  void store(uint64_t index, std::size_t at, const Entry& e);
   /// Entry `index`, when its slot still holds it: false when a later entry replaced it (or none was written).
   bool load(uint64_t index, Entry& out) const;
 
@@ -79,6 +80,7 @@ class FlightRecorder {
   std::unique_ptr<Slot[]> ring_;
   std::size_t size_ = 0;
   Entry newest_;  ///< the writer's copy of the newest entry (end() updates it)
+  std::size_t newest_slot_ = 0;  ///< its slot: recorded_ - 1 mod size_, kept without a division on the call's path
   std::atomic<uint64_t> recorded_{0};  ///< entries ever begun; the newest is entry recorded_ - 1
   std::atomic<const char*> algorithm_{nullptr};
 };
