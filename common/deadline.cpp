@@ -72,6 +72,7 @@ std::string format_bytes(std::size_t bytes) {
 namespace {
 
 std::atomic<bool> g_oversubscribed{false};
+std::atomic<bool> g_cores_alone{false};
 // Until when (steady clock, ns since its epoch) waits spin briefly: a yield that let something else run.
 std::atomic<int64_t> g_shared_until{0};
 
@@ -84,6 +85,8 @@ int64_t ticks(Clock::time_point t) {
 void Backoff::set_oversubscribed(bool oversubscribed) noexcept {
   g_oversubscribed.store(oversubscribed, std::memory_order_relaxed);
 }
+
+void Backoff::set_cores_alone(bool alone) noexcept { g_cores_alone.store(alone, std::memory_order_relaxed); }
 
 bool Backoff::core_shared_now() noexcept { return ticks(Clock::now()) < g_shared_until.load(std::memory_order_relaxed); }
 
@@ -106,7 +109,9 @@ void Backoff::pause() {
       const Clock::time_point before = Clock::now();
       if (before - since_ >= kYieldTime) phase_ = Phase::kSleep;
       sched_yield();
-      // Something else ran on this core meanwhile (a peer put here by the scheduler, another job): shared now.
+      // Something else ran on this core meanwhile (a peer put here by the scheduler, another job): shared now -
+      // unless no peer may run here.
+      if (g_cores_alone.load(std::memory_order_relaxed)) return;
       const Clock::time_point after = Clock::now();
       if (after - before >= kSharedYield) {
         g_shared_until.store(ticks(after + kSharedFor), std::memory_order_relaxed);

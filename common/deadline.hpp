@@ -61,7 +61,7 @@ std::string format_bytes(std::size_t bytes);
 /// unbound all_reduce of 64 KiB took 103-146 µs a call, p50, for a whole size, against 5-8 µs). So a yield is timed:
 /// one that returns after kSharedYield, or later, let something else run on this core, which is shared right now;
 /// every wait of the process then spins only kOversubscribedSpinPolls until kSharedFor has passed without such a
-/// yield (core_shared_now()).
+/// yield (core_shared_now()) - unless every other rank is bound to other cores (set_cores_alone()).
 class Backoff {
  public:
   static constexpr std::chrono::microseconds kSpinTime{20};
@@ -72,6 +72,11 @@ class Backoff {
   explicit Backoff(std::chrono::microseconds max_sleep = std::chrono::microseconds(1000)) : max_sleep_(max_sleep) {}
   /// Process-wide: whether this node runs more ranks than this process has cores.
   static void set_oversubscribed(bool oversubscribed) noexcept;
+  /// Process-wide: whether no other rank may run on this process's cores (bound ranks, each to cores of its own).
+  /// A slow yield then tells nothing about the peers (something else ran here: another job, the hypervisor), so it
+  /// does not make waits spin briefly: yielding after 4 polls would add a system call to every wait for 20 ms
+  /// while the peer, on its own core, answers within a microsecond.
+  static void set_cores_alone(bool alone) noexcept;
   /// Process-wide: whether a yield within the last kSharedFor let something else run on its core (tests).
   static bool core_shared_now() noexcept;
   void pause();

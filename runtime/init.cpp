@@ -21,10 +21,14 @@ void set_wait_policy(const transport::Mesh& mesh, const Identity& id) {
   std::vector<transport::PeerInfo> peers;
   for (int r = 0; r < id.world_size; ++r) peers.push_back(mesh.peer(r));
   const bool shared = transport::shares_cores(peers, id.rank);
+  const bool alone = !shared && transport::cores_alone(peers, id.rank);
   Backoff::set_oversubscribed(shared);
+  Backoff::set_cores_alone(alone);
   DCOMM_DEBUG("{} ranks on this node, {} core(s) for this one: waits {}", id.local_world_size,
               peers[static_cast<std::size_t>(id.rank)].cpus.size(),
-              shared ? "spin only briefly before yielding (cores shared)" : "spin (cores owned)");
+              shared  ? "spin only briefly before yielding (cores shared)"
+              : alone ? "spin (cores bound to this rank alone: a slow yield is never a peer's turn)"
+                      : "spin (cores owned; briefly after a yield that let something else run)");
 }
 
 }  // namespace

@@ -26,4 +26,14 @@ bool shares_cores(const std::vector<PeerInfo>& peers, int self) {
   return ranks > cores.size();
 }
 
+bool cores_alone(const std::vector<PeerInfo>& peers, int self) {
+  const PeerInfo& me = peers.at(static_cast<std::size_t>(self));
+  if (me.cpus.empty()) return false;
+  for (std::size_t r = 0; r < peers.size(); ++r) {
+    if (static_cast<int>(r) == self || peers[r].host_id != me.host_id) continue;
+    if (overlap(peers[r].cpus, me.cpus)) return false;  // an unknown affinity overlaps everything
+  }
+  return true;
+}
+
 }  // namespace dcomm::transport

@@ -12,5 +12,8 @@ namespace dcomm::transport {
 /// True when the ranks on self's node whose cores overlap self's outnumber the cores they may run on together.
 /// A rank with no affinity recorded counts as able to run on every core of its node's other ranks.
 bool shares_cores(const std::vector<PeerInfo>& peers, int self);
+/// True when no other rank of self's node may run on any of self's cores (each bound to cores of its own, as
+/// mpirun --bind-to core does): then no peer can be waiting for self's core, whatever a slow yield says.
+bool cores_alone(const std::vector<PeerInfo>& peers, int self);
 
 }  // namespace dcomm::transport

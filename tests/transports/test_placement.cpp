@@ -1,10 +1,11 @@
-// shares_cores(): whether a rank's waits may spin, from the affinity every local rank published.
+// shares_cores() and cores_alone(): how a rank's waits spin, from the affinity every local rank published.
 
 #include <catch2/catch.hpp>
 
 #include "transports/placement.hpp"
 
 using dcomm::transport::PeerInfo;
+using dcomm::transport::cores_alone;
 using dcomm::transport::shares_cores;
 
 namespace {
@@ -51,4 +52,20 @@ TEST_CASE("an unknown affinity overlaps everyone", "[placement]") {
   std::vector<PeerInfo> peers{on("a", {0}), on("a", {}), on("a", {1})};
   CHECK(shares_cores(peers, 0));  // ranks 0 and 1 may both run on core 0
   CHECK(shares_cores(peers, 1));  // three ranks, two cores
+}
+
+TEST_CASE("a rank is alone on its cores only when every other local rank is bound elsewhere", "[placement]") {
+  std::vector<PeerInfo> bound{on("a", {0}), on("a", {1})};  // mpirun --bind-to core
+  CHECK(cores_alone(bound, 0));
+  CHECK(cores_alone(bound, 1));
+  std::vector<PeerInfo> unbound{on("a", {0, 1}), on("a", {0, 1})};  // --bind-to none: the scheduler may stack them
+  CHECK_FALSE(cores_alone(unbound, 0));
+  std::vector<PeerInfo> stacked{on("a", {0}), on("a", {1}), on("a", {0})};
+  CHECK_FALSE(cores_alone(stacked, 0));
+  CHECK(cores_alone(stacked, 1));
+  std::vector<PeerInfo> unknown{on("a", {0}), on("a", {})};  // an unknown affinity may be anywhere
+  CHECK_FALSE(cores_alone(unknown, 0));
+  CHECK_FALSE(cores_alone(unknown, 1));
+  std::vector<PeerInfo> nodes{on("a", {0}), on("b", {0})};  // the same core number on another node is not ours
+  CHECK(cores_alone(nodes, 0));
 }

@@ -67,22 +67,24 @@ TEST_CASE("a deadline from the coarse clock never ends early and says its timeou
   CHECK(s - c < std::chrono::milliseconds(100));  // the same time line, a tick apart
 }
 
-TEST_CASE("a wait whose yield let another thread run on its core spins only briefly from then on", "[common]") {
-  // Two threads pinned to one CPU, as ranks that the scheduler put on one core although each may run anywhere
-  // (mpirun --bind-to none): the waiter's spin cannot let the other run; its first yield does, and returns only
-  // after the other's 300 us of work. From then on, Backoff::core_shared_now() (every wait spins 4 polls).
+namespace {
+
+// Two threads pinned to one CPU, as ranks that the scheduler put on one core although each may run anywhere
+// (mpirun --bind-to none): the waiter's spin cannot let the other run; its first yield does, and returns only after
+// the other's 300 us of work. A scheduler tick may preempt the waiter within its 20 us of spin (then no yield of its
+// own ran): up to 5 tries, until core_shared_now(). Returns whether both threads could be pinned.
+bool yield_to_a_thread_on_this_core() {
   cpu_set_t allowed;
-  REQUIRE(sched_getaffinity(0, sizeof(allowed), &allowed) == 0);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return false;
   int cpu = 0;
   while (cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &allowed)) ++cpu;
-  REQUIRE(cpu < CPU_SETSIZE);
+  if (cpu >= CPU_SETSIZE) return false;
   auto pin = [cpu] {
     cpu_set_t one;
     CPU_ZERO(&one);
     CPU_SET(cpu, &one);
     return pthread_setaffinity_np(pthread_self(), sizeof(one), &one) == 0;
   };
-  // A scheduler tick may preempt the waiter within its 20 us of spin (then no yield of its own ran): up to 5 tries.
   bool pinned = true;
   for (int attempt = 0; attempt < 5 && pinned && !Backoff::core_shared_now(); ++attempt) {
     std::atomic<int> stage{0};
@@ -110,11 +112,31 @@ TEST_CASE("a wait whose yield let another thread run on its core spins only brie
     other.join();
     pinned = pinned_me && pinned_other;
   }
-  REQUIRE(pinned);
+  return pinned;
+}
+
+}  // namespace
+
+TEST_CASE("a wait whose yield let another thread run on its core spins only briefly from then on", "[common]") {
+  // From the slow yield on, Backoff::core_shared_now() (every wait spins 4 polls).
+  REQUIRE(yield_to_a_thread_on_this_core());
   CHECK(Backoff::core_shared_now());
   // It passes: kSharedFor without a slow yield and the core is this process's own again.
   std::this_thread::sleep_for(Backoff::kSharedFor + std::chrono::milliseconds(5));
   CHECK_FALSE(Backoff::core_shared_now());
+}
+
+TEST_CASE("a rank whose cores no other rank may use keeps spinning after a slow yield", "[common]") {
+  // Bound ranks, each to cores of its own: whatever ran here during the yield was not a peer, so the waits keep
+  // their spin (the case above, with the process marked alone on its cores, must not flip).
+  std::this_thread::sleep_for(Backoff::kSharedFor + std::chrono::milliseconds(5));
+  REQUIRE_FALSE(Backoff::core_shared_now());
+  Backoff::set_cores_alone(true);
+  const bool pinned = yield_to_a_thread_on_this_core();
+  const bool shared = Backoff::core_shared_now();
+  Backoff::set_cores_alone(false);
+  REQUIRE(pinned);
+  CHECK_FALSE(shared);
 }
 
 TEST_CASE("environment integers are validated, naming the variable", "[common]") {
