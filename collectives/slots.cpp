@@ -195,7 +195,7 @@ void SlotChannel::publish(uint64_t n, uint8_t state, const CallDescriptor* mine,
   h->note = note_;
   h->call = mine != nullptr ? compact(*mine, algorithm_number(*mine, &cached_call_, &cached_algorithm_)) : SlotCall{};
   h->bytes = static_cast<uint32_t>(bytes);
-  if (bytes != 0) std::memcpy(own + kDataOffset, data, bytes);
+  copy_bytes(own + kDataOffset, data, bytes);
   h->flag.store(n, std::memory_order_release);
 }
 

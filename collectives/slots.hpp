@@ -46,6 +46,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <memory>
 #include <string_view>
@@ -68,6 +69,30 @@ inline constexpr uint64_t kCallsAhead = 32;
 static_assert(kCallsAhead >= 1 && kCallsAhead < kSlotDepth, "see the flow control in slots.hpp");
 
 class ShmWindows;
+
+/// memcpy for the few bytes of a small call: up to 16 bytes in two inline moves of 8, 4 or 1 bytes (every load before
+/// any store), where the library call and its size dispatch cost more than the copy; memcpy beyond.
+inline void copy_bytes(void* dst, const void* src, std::size_t n) {
+  auto* d = static_cast<char*>(dst);
+  const auto* s = static_cast<const char*>(src);
+  if (n > 16) {
+    std::memcpy(d, s, n);
+  } else if (n >= 8) {
+    uint64_t head, tail;
+    std::memcpy(&head, s, 8);
+    std::memcpy(&tail, s + n - 8, 8);
+    std::memcpy(d, &head, 8);
+    std::memcpy(d + n - 8, &tail, 8);
+  } else if (n >= 4) {
+    uint32_t head, tail;
+    std::memcpy(&head, s, 4);
+    std::memcpy(&tail, s + n - 4, 4);
+    std::memcpy(d, &head, 4);
+    std::memcpy(d + n - 4, &tail, 4);
+  } else {
+    for (std::size_t i = 0; i < n; ++i) d[i] = s[i];
+  }
+}
 
 /// Whether <collective>[slot] (algorithms/slot.cpp) moves this call through the group's slots; where not, it runs
 /// the check and then slot_fallback().

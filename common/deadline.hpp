@@ -27,6 +27,8 @@ class Deadline {
   Duration elapsed() const;
   Duration remaining() const;
   Clock::time_point at() const { return at_; }
+  /// When it started (for after_coarse(), the coarse clock's reading).
+  Clock::time_point start() const { return start_; }
 
  private:
   Deadline(Clock::time_point start, Clock::time_point at, Duration timeout)

@@ -80,11 +80,12 @@ bool FlightRecorder::load(uint64_t index, Entry& out) const {
   }
 }
 
-void FlightRecorder::begin(uint64_t seq, Collective coll, DType dtype, std::size_t count, int root) {
+void FlightRecorder::begin(uint64_t seq, Collective coll, DType dtype, std::size_t count, int root,
+                           Clock::time_point start) {
   algorithm_.store(nullptr, std::memory_order_relaxed);
   const uint64_t index = recorded_.load(std::memory_order_relaxed);
   // Timestamps from the coarse clock (common/deadline.hpp): reports print tenths of seconds; every call takes two.
-  newest_ = Entry{seq, coll, nullptr, dtype, count, root, State::kRunning, coarse_now(), {}};
+  newest_ = Entry{seq, coll, nullptr, dtype, count, root, State::kRunning, start, {}};
   newest_slot_ = index == 0 || newest_slot_ + 1 == size_ ? 0 : newest_slot_ + 1;
   store(index, newest_slot_, newest_);
   recorded_.store(index + 1, std::memory_order_release);

@@ -34,7 +34,7 @@ ProcessGroupImpl::ProcessGroupImpl(std::shared_ptr<World> world, coll::GroupView
 void ProcessGroupImpl::run_recorded(const coll::Args& args, const std::string& algorithm, const Deadline& deadline,
                                     uint64_t seq, std::string_view problem) {
   recorder_->begin(seq, args.coll, args.send.count != 0 ? args.send.dtype : args.recv.dtype,
-                   std::max(args.send.count, args.recv.count), args.root);
+                   std::max(args.send.count, args.recv.count), args.root, deadline.start());
   try {
     engine_->run(args, algorithm, deadline, seq, problem);
   } catch (const Error& e) {

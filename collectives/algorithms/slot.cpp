@@ -86,7 +86,7 @@ namespace {
 // Combines the P inputs' elements [first, first + count) into `out`, rank 0's first.
 void combine(const Context& c, SlotChannel& s, std::size_t bytes, std::size_t first, std::size_t count, char* out) {
   if (count == 0) return;
-  std::memcpy(out, c.at(s.data(c, 0, bytes), first), count * c.esize());
+  copy_bytes(out, c.at(s.data(c, 0, bytes), first), count * c.esize());
   for (int q = 1; q < c.size(); ++q) c.reduce(out, c.at(s.data(c, q, bytes), first), count);
 }
 
@@ -94,9 +94,9 @@ void combine(const Context& c, SlotChannel& s, std::size_t bytes, std::size_t fi
 void combine_at_root(const Context& c, SlotChannel& s, std::size_t bytes) {
   if (bytes == 0) return;
   alignas(64) char own[kSlotBytes];
-  std::memcpy(own, c.work, bytes);
+  copy_bytes(own, c.work, bytes);
   const int r = c.rank();
-  std::memcpy(c.work, r == 0 ? own : s.data(c, 0, bytes), bytes);
+  copy_bytes(c.work, r == 0 ? own : s.data(c, 0, bytes), bytes);
   for (int q = 1; q < c.size(); ++q) c.reduce(c.work, q == r ? own : s.data(c, q, bytes), c.work_count);
 }
 
@@ -126,7 +126,7 @@ void run_slot(Context& c) {
       return combine(c, s, mine, static_cast<std::size_t>(r) * block, block, c.at(c.work, static_cast<std::size_t>(r) * block));
     }
     case Collective::kBroadcast:
-      if (r != a.root) std::memcpy(a.send.data, s.data(c, a.root, a.send.bytes()), a.send.bytes());
+      if (r != a.root) copy_bytes(a.send.data, s.data(c, a.root, a.send.bytes()), a.send.bytes());
       return;
     case Collective::kScatter: {
       const std::size_t block = a.recv.bytes();
