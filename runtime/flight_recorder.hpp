@@ -1,10 +1,11 @@
 #pragma once
 // The flight recorder: per group, the last N collectives this rank ran (sequence number, collective, algorithm,
-// dtype, count, root, state, start and end), always on. Recording costs two coarse clock reads
-// (CLOCK_MONOTONIC_COARSE: to a few ms) and a few plain stores per call - no lock and no locked instruction: each
-// entry is written under its own stamp (a sequence lock per entry), which a reader checks before and after its copy
-// and retries on a change; nothing is formatted until someone asks. A rank is asked (runtime/hang_report.hpp) when a peer's collective times out, and dumps at exit
-// when DCOMM_FLIGHT_RECORDER_DUMP names a file or "stderr".
+// dtype, count, root, state, start and end), always on. Recording costs a coarse clock read (CLOCK_MONOTONIC_COARSE:
+// to a few ms; the start is the call's deadline's) and a few plain stores per call - no lock and no locked
+// instruction: each entry is written under its own stamp (a sequence lock per entry), which a reader checks before
+// and after its copy and retries on a change; nothing is formatted until someone asks. A rank is asked
+// (runtime/hang_report.hpp) when a peer's collective times out, and dumps at exit when DCOMM_FLIGHT_RECORDER_DUMP
+// names a file or "stderr".
 // The dump formats (text and JSON) are in docs/errors.md. Anchors: torch's flight recorder, NCCL's RAS.
 
 #include <atomic>

@@ -130,7 +130,9 @@ WorkPtr ProcessGroupImpl::post_p2p(bool is_send, const Buffer& buf, int peer, in
   const Deadline deadline = Deadline::after_coarse(timeout);
   // Device buffers: the work the caller queued on its stream before this call must be over before a transport
   // touches the buffer. Point-to-point calls wait for it on the host (collectives do so on the group's worker).
-  if (!b.device.is_host()) wait_stream_work(b.device, opts.stream, deadline, P2PWork::describe(*p2p_, is_send, peer, tag));
+  if (!b.device.is_host()) {
+    wait_stream_work(b.device, opts.stream, deadline, P2PWork::describe(*p2p_, is_send, peer, tag));
+  }
   uint64_t wire_tag = transport::p2p_tag(view_.context, static_cast<uint64_t>(tag));
   int world_peer = peer == kAnySource ? kAnySource : view_.world_ranks[static_cast<std::size_t>(peer)];
   auto work = std::make_shared<P2PWork>(p2p_, is_send, peer, tag, deadline);

@@ -91,7 +91,9 @@ TEST_CASE("a dump read while the group records calls sees whole entries in order
                          e["collective"] == (seq % 2 ? "all_reduce" : "broadcast");
       if (!whole) bad.push_back("torn entry " + e.dump());
       if (seq <= last) bad.push_back("out of order: " + d.dump());
-      if (e["state"] != "running" && e["algorithm"] != "slot") bad.push_back("ended without its algorithm: " + e.dump());
+      if (e["state"] != "running" && e["algorithm"] != "slot") {
+        bad.push_back("ended without its algorithm: " + e.dump());
+      }
       last = seq;
     }
     ++dumps;
