@@ -31,19 +31,6 @@ Clock::time_point coarse_now() noexcept {
                                                                         std::chrono::nanoseconds(ts.tv_nsec)));
 }
 
-Deadline Deadline::after_coarse(Duration timeout) {
-  if (timeout == kNoTimeout) return never();
-  // One tick of the coarse clock (4 ms at HZ=250), asked once.
-  static const Clock::duration tick = [] {
-    timespec res{};
-    if (::clock_getres(CLOCK_MONOTONIC_COARSE, &res) != 0) return Clock::duration(std::chrono::milliseconds(10));
-    return std::chrono::duration_cast<Clock::duration>(std::chrono::seconds(res.tv_sec) +
-                                                       std::chrono::nanoseconds(res.tv_nsec));
-  }();
-  const Clock::time_point now = coarse_now();
-  return Deadline(now, now + timeout + tick, timeout);
-}
-
 Duration Deadline::elapsed() const { return std::chrono::duration_cast<Duration>(Clock::now() - start_); }
 
 Duration Deadline::remaining() const {

@@ -127,7 +127,7 @@ WorkPtr ProcessGroupImpl::post_p2p(bool is_send, const Buffer& buf, int peer, in
   if (buf.detect_device || !buf.device.is_host()) b.device = call_device(op, {{op, &buf}});
   check_usable(op);
   Duration timeout = opts.timeout == kDefaultTimeout ? world_->timeout : opts.timeout;
-  const Deadline deadline = Deadline::after_coarse(timeout);
+  const Deadline deadline = Deadline::after(timeout);
   // Device buffers: the work the caller queued on its stream before this call must be over before a transport
   // touches the buffer. Point-to-point calls wait for it on the host (collectives do so on the group's worker).
   if (!b.device.is_host()) {
@@ -172,7 +172,7 @@ WorkPtr ProcessGroupImpl::submit(coll::Args&& args, const CollectiveOptions& opt
     // Nothing queued ahead: run on the caller's thread, without a task object, a hand-off or a handle of its own
     // (a failure is thrown, so the handle returned is always a completed one).
     try {
-      run_recorded(args, opts.algorithm, Deadline::after_coarse(timeout), seq, problem);
+      run_recorded(args, opts.algorithm, Deadline::after(timeout), seq, problem);
     } catch (...) {
       executor_.leave_inline();
       throw;
@@ -187,7 +187,7 @@ WorkPtr ProcessGroupImpl::submit(coll::Args&& args, const CollectiveOptions& opt
   if (device.is_host()) {
     // The deadline starts when the collective starts running, not when it was queued behind others.
     task = [this, args = std::move(args), algorithm, timeout, seq, problem = std::move(problem)] {
-      run_recorded(args, algorithm, Deadline::after_coarse(timeout), seq, problem);
+      run_recorded(args, algorithm, Deadline::after(timeout), seq, problem);
     };
   } else {
     // The collective waits (without blocking the caller) for the work already queued on the caller's stream,

