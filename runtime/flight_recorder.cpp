@@ -5,6 +5,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -96,7 +97,8 @@ void FlightRecorder::end(bool ok) {
   if (recorded == 0) return;
   newest_.algorithm = algorithm_.load(std::memory_order_relaxed);
   newest_.state = ok ? State::kDone : State::kFailed;
-  newest_.end = coarse_now();
+  // The start is the deadline's (the steady clock); the coarse clock may lag it: never an end before the start.
+  newest_.end = std::max(coarse_now(), newest_.start);
   store(recorded - 1, newest_slot_, newest_);
 }
 
