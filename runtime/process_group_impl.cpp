@@ -124,8 +124,16 @@ WorkPtr ProcessGroupImpl::post_p2p(bool is_send, const Buffer& buf, int peer, in
   check_tag(op, label(), tag);
   Buffer b = buf;
   // Host memory that asks for no detection (the usual message) is a host message: nothing for call_device to find.
-  if (buf.detect_device || !buf.device.is_host()) b.device = call_device(op, {{op, &buf}});
+  const bool plain_host = !buf.detect_device && buf.device.is_host();
+  if (!plain_host) b.device = call_device(op, {{op, &buf}});
   check_usable(op);
+  // A small host send that its transport hands over at once (an eager shm message) is over before this returns,
+  // whether or not the caller asked to wait: no handle, no request, no deadline (Mesh::send_now).
+  if (is_send && plain_host &&
+      p2p_->mesh->send_now(view_.world_ranks[static_cast<std::size_t>(peer)],
+                           transport::p2p_tag(view_.context, static_cast<uint64_t>(tag)), b.data, b.bytes())) {
+    return completed_work();
+  }
   Duration timeout = opts.timeout == kDefaultTimeout ? world_->timeout : opts.timeout;
   const Deadline deadline = Deadline::after(timeout);
   // Device buffers: the work the caller queued on its stream before this call must be over before a transport

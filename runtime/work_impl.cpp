@@ -159,7 +159,9 @@ int P2PWork::source() const {
 }
 
 std::size_t P2PWork::bytes() const {
-  return request_.kind == transport::Request::Kind::kRecv ? request_.received : request_.capacity;
+  // Sends report 0, as a small send's handle (a completed one, ProcessGroupImpl::post_p2p) does: the size is a
+  // receive's news, the sender knows its own.
+  return request_.kind == transport::Request::Kind::kRecv ? request_.received : 0;
 }
 
 }  // namespace dcomm::runtime

@@ -109,6 +109,20 @@ void MeshImpl::isend(const RequestPtr& r, int peer, uint64_t tag, const void* da
   }
 }
 
+bool MeshImpl::send_now(int peer, uint64_t tag, const void* data, std::size_t bytes) {
+  throw_if_poisoned();
+  check_args("send", peer, tag, data, bytes, Device::host(), false);
+  if (peer == rank_) return false;  // the self channel pairs it with a receive: isend
+  std::lock_guard<std::mutex> lock(mu_);
+  throw_if_poisoned();
+  try {
+    return route_[static_cast<std::size_t>(peer)]->send_now(peer, tag, data, bytes);
+  } catch (...) {
+    poison(std::current_exception());
+    throw;
+  }
+}
+
 void MeshImpl::irecv(const RequestPtr& r, int peer, uint64_t tag, void* data, std::size_t capacity,
                      const Device& device) {
   throw_if_poisoned();

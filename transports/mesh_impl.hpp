@@ -37,6 +37,7 @@ class MeshImpl final : public Mesh, private ArrivalSink {
              const Device& device) override;
   void irecv(const RequestPtr& r, int peer, uint64_t tag, void* data, std::size_t capacity,
              const Device& device) override;
+  bool send_now(int peer, uint64_t tag, const void* data, std::size_t bytes) override;
   bool test(Request& r) override;
   void wait(Request& r, const Deadline& deadline, const WaitWhat& what) override;
   void wait_until(bool (*ready)(const void* arg), std::string (*awaited)(const void* arg), const void* arg, int peer,

@@ -110,6 +110,14 @@ class Transport {
   virtual bool receives_into(const Device& d) const { return supports_device(d); }
   /// Starts sending; `op` completes when `data` may be reused (or fails naming the peer).
   virtual void isend(int peer, uint64_t tag, const void* data, std::size_t bytes, const Device& device, OpPtr op) = 0;
+  /// Sends a host message now if it can be handed over whole without waiting for anything (an eager message,
+  /// behind nothing of this transport's to `peer`): returns true when that is done and `data` may be reused - the
+  /// message then counts exactly as an isend whose op completed at once, in the same order per peer. Returns false,
+  /// having done nothing, when the caller must isend it. Lets a small send skip its op and request (Mesh::send_now).
+  virtual bool send_now(int peer, uint64_t tag, const void* data, std::size_t bytes) {
+    (void)peer, (void)tag, (void)data, (void)bytes;
+    return false;
+  }
   /// Advances everything in flight and announces newly arrived headers to `sink`. Returns whether anything
   /// happened (so callers can back off when nothing did).
   virtual bool progress(ArrivalSink& sink) = 0;

@@ -5,6 +5,7 @@
 
 #include <numeric>
 
+#include "tests/runtime/p2p_checks.hpp"
 #include "tests/runtime/ranks.hpp"
 
 using namespace dcomm;
@@ -217,4 +218,15 @@ TEST_CASE("a message's errors name the message, its peer, its tag and the group"
   });
   INFO(first(failures));
   CHECK(failures.empty());
+}
+
+TEST_CASE("messages of every size keep their order and their data, sent buffers reused at once", "[runtime][p2p]") {
+  for (int size : {1, 2, 3}) {
+    auto failures = run_ranks(size, [](ProcessGroup& pg, std::vector<std::string>& f) {
+      dcomm::test::check_p2p_sizes_in_order(pg, f);
+      dcomm::test::check_p2p_ping_pong(pg, f);
+    });
+    INFO("size " << size << ": " << first(failures));
+    CHECK(failures.empty());
+  }
 }

@@ -174,6 +174,48 @@ void tag_order(Mesh& m, RankLog& log) {
   for (auto& s : sends) wait_ok(m, *s, log, "send");
 }
 
+// Small sends handed over on the spot (Mesh::send_now) among isends of every size on one tag, enough of them to
+// fill the shm ring before any receive is posted (the backlog): they must match in the order sent. Over shm every
+// send up to the eager limit goes on the spot; to this rank, never (the self channel pairs it with a receive).
+void send_now(Mesh& m, RankLog& log) {
+  const int next = (m.rank() + 1) % m.size(), prev = (m.rank() + m.size() - 1) % m.size();
+  const auto k = transport::shm::Knobs::from_env();
+  const bool shm = std::string(m.transport_name(next)) == "shm";
+  // A burst of small records beyond the ring's bytes, then sizes around the eager limit, interleaved.
+  std::vector<std::size_t> plan;
+  const std::size_t burst = static_cast<std::size_t>(k.ring_bytes / 128 + 50);
+  for (std::size_t i = 0; i < burst; ++i) plan.push_back(i % 3 == 0 ? 0 : (i * 7) % 40 + 1);
+  for (uint64_t v : {k.eager_bytes, k.eager_bytes + 1, uint64_t{8}, uint64_t{3 * k.chunk_bytes + 5}, uint64_t{1},
+                     k.eager_bytes - 1, uint64_t{0}}) {
+    plan.push_back(static_cast<std::size_t>(v));
+  }
+  std::vector<std::vector<uint8_t>> out(plan.size());
+  std::vector<RequestPtr> sends;
+  std::size_t now = 0;
+  for (std::size_t i = 0; i < plan.size(); ++i) {
+    out[i] = make_payload(m.rank(), next, 9000 + i, plan[i]);
+    // Every other small message tries the spot; the rest go by isend, in between.
+    if (i % 2 == 0 && m.send_now(next, 600, out[i].data(), plan[i])) {
+      ++now;
+      log.expect(plan[i] <= k.eager_bytes, fmt::format("send_now took {} B, over the eager limit", plan[i]));
+      out[i].assign(out[i].size(), 0xEE);  // the message went whole: its buffer is the caller's again
+      continue;
+    }
+    log.expect(!(shm && i % 2 == 0 && plan[i] <= k.eager_bytes && next != m.rank()),
+               fmt::format("send_now refused {} B over shm (message {})", plan[i], i));
+    sends.push_back(m.isend(next, 600, out[i].data(), plan[i]));
+  }
+  log.expect(!shm || now > 0, "no send went on the spot over shm");
+  log.expect(next != m.rank() || now == 0, "a send to this rank went on the spot");
+  for (std::size_t i = 0; i < plan.size(); ++i) {
+    std::vector<uint8_t> in(plan[i] + 8);
+    auto r = m.irecv(prev, 600, in.data(), in.size());
+    auto what = fmt::format("message {} ({} B) from rank {}", i, plan[i], prev);
+    if (wait_ok(m, *r, log, what)) check_payload(log, in, r->received, prev, m.rank(), 9000 + i, plan[i], what);
+  }
+  for (auto& s : sends) wait_ok(m, *s, log, "send");
+}
+
 }  // namespace
 
 void unexpected_first(Mesh& m, RankLog& log);
@@ -186,6 +228,7 @@ const std::vector<ConformanceCase>& conformance_cases() {
       {"many_in_flight", &many_in_flight, 2}, {"any_source", &any_source, 2},
       {"tag_order", &tag_order, 1},           {"unexpected_first", &unexpected_first, 1},
       {"cancel", &cancel_receive, 1},         {"short_buffer", &short_buffer, 2},
+      {"send_now", &send_now, 1},
   };
   return cases;
 }

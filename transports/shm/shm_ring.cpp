@@ -57,9 +57,15 @@ bool Ring::try_write(const RecordHeader& h, const void* payload) {
 const RecordHeader* Ring::peek() {
   for (;;) {
     uint64_t tail = ctl_->tail.load(std::memory_order_relaxed);
-    if (tail == ctl_->head.load(std::memory_order_acquire)) return nullptr;
     uint64_t pos = tail % capacity_;
     auto* h = reinterpret_cast<const RecordHeader*>(data_ + pos);
+    // The next record's header and first payload line are fetched while head is: a poll that finds the producer's
+    // new head then finds its record here, instead of missing on it after the branch (three serial cache-line
+    // transfers a small message become about one). A prefetch reads nothing into the program: stale lines are
+    // fetched again once the producer writes them.
+    __builtin_prefetch(h);
+    __builtin_prefetch(reinterpret_cast<const char*>(h) + kRecordAlign);
+    if (tail == ctl_->head.load(std::memory_order_acquire)) return nullptr;
     if (h->kind != RecordKind::kPad) return h;
     ctl_->tail.store(tail + (capacity_ - pos), std::memory_order_release);
   }

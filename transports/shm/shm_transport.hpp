@@ -51,6 +51,7 @@ class ShmTransport final : public Transport {
   bool can_connect(const PeerInfo& self, const PeerInfo& peer) const override { return self.host_id == peer.host_id; }
   void connect(Store& store, const std::vector<PeerInfo>& peers, const Deadline& deadline) override;
   void isend(int peer, uint64_t tag, const void* data, std::size_t bytes, const Device& device, OpPtr op) override;
+  bool send_now(int peer, uint64_t tag, const void* data, std::size_t bytes) override;
   bool progress(ArrivalSink& sink) override;
   void receive(const Incoming& msg, void* dst, const Device& device, OpPtr op) override;
   void discard(const Incoming& msg) override;

@@ -46,6 +46,10 @@ class StagedTransport final : public Transport, private ArrivalSink {
     return d.is_host() || inner_->supports_device(d) || (stager_ && stager_->handles(d));
   }
   void isend(int peer, uint64_t tag, const void* data, std::size_t bytes, const Device& device, OpPtr op) override;
+  /// Host messages pass straight through, unless a staged send holds up a (peer, tag) or one failed.
+  bool send_now(int peer, uint64_t tag, const void* data, std::size_t bytes) override {
+    return blocked_.empty() && broken_.empty() && inner_->send_now(peer, tag, data, bytes);
+  }
   bool progress(ArrivalSink& sink) override;
   void receive(const Incoming& msg, void* dst, const Device& device, OpPtr op) override;
   void discard(const Incoming& msg) override;
