@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstring>
 #include <thread>
 #include <type_traits>
@@ -45,12 +46,29 @@ FlightRecorder::FlightRecorder(uint32_t context, std::vector<int> world_ranks)
 }
 
 static_assert(std::is_trivially_copyable_v<FlightRecorder::Entry> &&
-                  sizeof(FlightRecorder::Entry) <= sizeof(uint64_t) * 8,
+                  sizeof(FlightRecorder::Entry) == sizeof(uint64_t) * 8,
               "an entry travels as words");
 
+namespace {
+
+uint64_t word_of(const FlightRecorder::Entry& e, std::size_t w) {
+  uint64_t v;
+  std::memcpy(&v, reinterpret_cast<const char*>(&e) + w * sizeof v, sizeof v);
+  return v;
+}
+
+// The words a call's end changes (FlightRecorder::end): its algorithm, its state and its end time.
+constexpr std::size_t kAlgorithmWord = offsetof(FlightRecorder::Entry, algorithm) / sizeof(uint64_t);
+constexpr std::size_t kStateWord = offsetof(FlightRecorder::Entry, state) / sizeof(uint64_t);
+constexpr std::size_t kEndWord = offsetof(FlightRecorder::Entry, end) / sizeof(uint64_t);
+static_assert(kAlgorithmWord != kStateWord && kStateWord != kEndWord && kAlgorithmWord != kEndWord &&
+                  offsetof(FlightRecorder::Entry, algorithm) % sizeof(uint64_t) == 0 &&
+                  offsetof(FlightRecorder::Entry, end) % sizeof(uint64_t) == 0,
+              "store_end writes the algorithm, the state and the end as whole words of their own");
+
+}  // namespace
+
 void FlightRecorder::store(uint64_t index, std::size_t at, const Entry& e) {
-  uint64_t words[kWords] = {};
-  std::memcpy(words, &e, sizeof e);
   Slot& slot = ring_[at];
   // A sequence lock of one entry: odd while written. The release fence keeps the words' stores after the odd
   // stamp; the even stamp's release store keeps them before it. One writer at a time: plain stores, no lock.
@@ -58,7 +76,18 @@ void FlightRecorder::store(uint64_t index, std::size_t at, const Entry& e) {
   slot.stamp.store(stamp + 1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
   slot.index.store(index + 1, std::memory_order_relaxed);
-  for (std::size_t w = 0; w < kWords; ++w) slot.words[w].store(words[w], std::memory_order_relaxed);
+  for (std::size_t w = 0; w < kWords; ++w) slot.words[w].store(word_of(e, w), std::memory_order_relaxed);
+  slot.stamp.store(stamp + 2, std::memory_order_release);
+}
+
+void FlightRecorder::store_end(std::size_t at, const Entry& e) {
+  Slot& slot = ring_[at];
+  const uint64_t stamp = slot.stamp.load(std::memory_order_relaxed);
+  slot.stamp.store(stamp + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  for (std::size_t w : {kAlgorithmWord, kStateWord, kEndWord}) {
+    slot.words[w].store(word_of(e, w), std::memory_order_relaxed);
+  }
   slot.stamp.store(stamp + 2, std::memory_order_release);
 }
 
@@ -99,7 +128,7 @@ void FlightRecorder::end(bool ok) {
   newest_.state = ok ? State::kDone : State::kFailed;
   // The start is the deadline's (the steady clock); the coarse clock may lag it: never an end before the start.
   newest_.end = std::max(coarse_now(), newest_.start);
-  store(recorded - 1, newest_slot_, newest_);
+  store_end(newest_slot_, newest_);
 }
 
 FlightRecorder::Position FlightRecorder::position(Clock::time_point now) const {

@@ -77,6 +77,8 @@ class FlightRecorder {
   /// Writes entry `index` into its slot `at` (index mod size_; the writer: one thread at a time, the one running
   /// the group's call).
   void store(uint64_t index, std::size_t at, const Entry& e);
+  /// The same for a call's end, which changes only its algorithm, state and end time: those words alone.
+  void store_end(std::size_t at, const Entry& e);
   /// Entry `index`, when its slot still holds it: false when a later entry replaced it (or none was written).
   bool load(uint64_t index, Entry& out) const;
 
