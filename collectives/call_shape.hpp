@@ -26,6 +26,15 @@ struct CallShape {
   std::size_t send_count = 0, recv_count = 0;
   bool operator==(const CallShape&) const = default;
 
+  /// Whether `a` is a call of this shape: `*this == of(a)` for a cacheable shape, without building one (a repeated
+  /// call's first test); false for a shape that is not cacheable, as no call repeats one.
+  bool matches(const Args& a) const {
+    return cacheable && !a.vector_variant && coll == a.coll && send_count == a.send.count &&
+           recv_count == a.recv.count && send_dtype == a.send.dtype && recv_dtype == a.recv.dtype && op == a.red.op &&
+           root == a.root && in_place == (a.send.data == a.recv.data) && send_null == (a.send.data == nullptr) &&
+           recv_null == (a.recv.data == nullptr) && send_device == a.send.device && recv_device == a.recv.device;
+  }
+
   static CallShape of(const Args& a) {
     CallShape s;
     s.coll = a.coll;

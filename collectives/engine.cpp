@@ -71,17 +71,16 @@ class EngineImpl final : public Engine {
     // A call of the last valid call's shape (repeat_) takes what the engine derived from the shape alone; any other
     // call is validated and chosen for in full. Either way its descriptor goes through the call check below, so a
     // rank whose call differs from the others' is caught alike (the cache is this rank's, never the group's).
-    const CallShape shape = CallShape::of(args);
-    const bool repeat = found.empty() && algorithm.empty() && shape.cacheable && repeat_.algo != nullptr &&
-                        repeat_.shape == shape && repeat_.generation == selector_.generation();
+    const bool repeat = found.empty() && algorithm.empty() && repeat_.algo != nullptr && repeat_.shape.matches(args) &&
+                        repeat_.generation == selector_.generation();
     // The first call of a size class the tuner measures: checked here, on every rank, before the measurement (a
     // repeat's class was measured, or left to a name, at the shape's first call).
     const bool checked = tune_ && !repeat && algorithm.empty() && found.empty() && measure_first(args, deadline, seq);
-    if (!repeat) learn(args, algorithm, deadline, seq, found, shape, selector_.generation());
+    if (!repeat) learn(args, algorithm, deadline, seq, found, CallShape::of(args), selector_.generation());
     const Algorithm* algo = repeat_.algo;
     if (args.chosen_algorithm != nullptr) args.chosen_algorithm->store(algo->name, std::memory_order_relaxed);
     PerAlgorithm& mine = *repeat_.mine;
-    Context ctx(args, view_, deadline, seq, mine.what, chunk_for(args));
+    Context ctx(args, view_, deadline, seq, mine.what, repeat_.chunk);
     ctx.state = &mine.state;
     if (reprobe_calls_ > 0) ctx.windows = &watch_;
     // Memory is taken before the check, so that a rank that cannot have it tells every rank in the check instead
@@ -91,7 +90,7 @@ class EngineImpl final : public Engine {
     Scratch held;
     if (!moves_nothing(args)) {
       try {
-        if (is_reducing(args.coll)) held = work_scratch(ctx);
+        if (is_reducing(args.coll) && needs_work_scratch(args, view_.rank)) held = ctx.scratch(args.send.count);
         const std::size_t largest = largest_bytes(args);
         if (held.data() == nullptr && largest >= kProbeScratchBytes && ctx.device().is_host()) {
           probe_host_memory(largest);
@@ -153,11 +152,9 @@ class EngineImpl final : public Engine {
  private:
   // Reductions combine in a work buffer that starts as this rank's input (pre-multiplied for premul_sum); avg
   // divides the result by the group size at the end.
-  // The scratch a reducing call combines in when its output cannot serve (reduce off the root, reduce_scatter).
-  static Scratch work_scratch(const Context& c) {
-    const Args& a = c.args;
-    if (a.coll == Collective::kAllReduce || (a.coll == Collective::kReduce && c.rank() == a.root)) return {};
-    return c.scratch(a.send.count);
+  // Whether a reducing call combines in scratch, its output unable to serve (reduce off the root, reduce_scatter).
+  static bool needs_work_scratch(const Args& a, int rank) {
+    return !(a.coll == Collective::kAllReduce || (a.coll == Collective::kReduce && rank == a.root));
   }
 
   void run_reducing(Context& c, const Algorithm& algo, Scratch& held) const {
@@ -208,6 +205,7 @@ class EngineImpl final : public Engine {
     repeat_.generation = generation;
     repeat_.mine = &mine;
     repeat_.call = describe_call(args, algo->name);
+    repeat_.chunk = chunk_for(args);
     const double n = model_bytes(args, view_.size);
     repeat_.probe_bytes = !args.vector_variant && n >= kReprobeFromBytes ? n : 0;
     // On a group with slots only the slot algorithms carry the check themselves: the others' first exchanges go by
@@ -361,6 +359,7 @@ class EngineImpl final : public Engine {
     PerAlgorithm* mine = nullptr;
     CallDescriptor call;
     bool fused = false;  ///< the algorithm's first exchange carries the check
+    std::size_t chunk = 0;  ///< chunk_for(): the shape's devices decide it
     double probe_bytes = 0;  ///< the model's n when the call counts toward the next window measurement, else 0
   };
 

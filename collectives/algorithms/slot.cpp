@@ -90,11 +90,11 @@ void combine(const Context& c, SlotChannel& s, std::size_t bytes, std::size_t fi
   for (int q = 1; q < c.size(); ++q) c.reduce(out, c.at(s.data(c, q, bytes), first), count);
 }
 
-// reduce's root: the others' inputs from their slots, its own from `work` (it publishes none), in rank order.
+// reduce's root: the others' inputs from their slots, its own from `input` (it publishes none), in rank order.
 void combine_at_root(const Context& c, SlotChannel& s, std::size_t bytes) {
   if (bytes == 0) return;
   alignas(64) char own[kSlotBytes];
-  copy_bytes(own, c.work, bytes);
+  copy_bytes(own, c.input, bytes);
   const int r = c.rank();
   copy_bytes(c.work, r == 0 ? own : s.data(c, 0, bytes), bytes);
   for (int q = 1; q < c.size(); ++q) c.reduce(c.work, q == r ? own : s.data(c, q, bytes), c.work_count);
@@ -105,14 +105,21 @@ void run_slot(Context& c) {
   if (!slots_take(a, c.view)) {  // one rank, several nodes, device memory, or too large
     if (c.call != nullptr) check_calls_match(c, c.call);
     c.call = nullptr;
-    return slot_fallback(a.coll).run(c);
+    const Algorithm& fallback = slot_fallback(a.coll);
+    // The rows take their input where the caller left it; a fallback that does not starts from `work`.
+    if (is_reducing(a.coll) && !fallback.takes_input && c.input != c.work) {
+      c.copy(c.work, c.input, c.work_count);
+      c.input = c.work;
+    }
+    return fallback.run(c);
   }
   SlotChannel& s = *c.view.slots;
   const int p = c.size();
   const int r = c.rank();
   const bool reducing = is_reducing(a.coll);
-  // Reducing calls publish the engine's work buffer (the input, pre-scaled for premul_sum).
-  const void* out = reducing ? c.work : a.send.data;
+  // Reducing calls publish their input where it lies (takes_input: the engine copied nothing; pre-scaled into
+  // `work` for premul_sum). Every result comes from the slots, so `work` may be the input itself (in place).
+  const void* out = reducing ? c.input : a.send.data;
   const std::size_t mine = published_bytes(a, p, r);
   s.exchange(c, c.call, {}, out, mine, slots_read(a, r));
   switch (a.coll) {
@@ -173,7 +180,7 @@ constexpr const char* kReduces =
 
 #define DCOMM_SLOT_ROW(coll, description, cost) \
   Registration{{coll, "slot", description, supports_regular, run_slot, cost, /*fuses_check=*/true,          \
-                /*by_name_only=*/false, /*takes_input=*/false, /*uses_slots=*/true}}
+                /*by_name_only=*/false, /*takes_input=*/true, /*uses_slots=*/true}}
 
 const Registration kRows[] = {
     DCOMM_SLOT_ROW(Collective::kAllReduce, kReduces, cost_slot_reducing),

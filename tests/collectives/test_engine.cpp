@@ -9,10 +9,12 @@
 #include <cstdio>
 #include <dcomm/error.hpp>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <sstream>
 #include <string_view>
 
+#include "collectives/call_shape.hpp"
 #include "collectives/cost_model.hpp"
 #include "collectives/device_support.hpp"
 #include "collectives/selector.hpp"
@@ -203,4 +205,55 @@ TEST_CASE("transport errors carry the collective, algorithm and rank", "[collect
     }
   });
   CHECK(test::summarize(records).empty());
+}
+
+TEST_CASE("a call matches a shape exactly when the shape of the call equals it", "[collectives][engine]") {
+  // Every field of a call that the shape reads, changed one at a time and in pairs from a base call; matches()
+  // (the repeated call's test) must agree with building the call's shape and comparing.
+  using dcomm::coll::Args;
+  using dcomm::coll::CallShape;
+  double a[8], b[8];
+  auto base = [&] {
+    Args x;
+    x.coll = Collective::kAllReduce;
+    x.send = Buffer(a, 3, DType::kFloat32);
+    x.recv = Buffer(b, 3, DType::kFloat32);
+    x.root = 1;
+    return x;
+  };
+  std::vector<std::function<void(Args&)>> changes = {
+      [](Args& x) { x.coll = Collective::kReduce; },
+      [](Args& x) { x.send.count = 4; },
+      [](Args& x) { x.recv.count = 2; },
+      [](Args& x) { x.send.dtype = DType::kInt32; },
+      [](Args& x) { x.recv.dtype = DType::kFloat64; },
+      [](Args& x) { x.red.op = ReduceOp::kMax; },
+      [](Args& x) { x.red.op = ReduceOp::kPreMulSum; },
+      [](Args& x) { x.root = 0; },
+      [&](Args& x) { x.recv.data = x.send.data; },   // in place
+      [](Args& x) { x.send.data = nullptr; },
+      [](Args& x) { x.recv.data = nullptr; },
+      [](Args& x) { x.vector_variant = true; },
+      [](Args& x) { x.send.device = Device::cuda(0); },
+      [](Args& x) { x.recv.device = Device::cuda(1); },
+      [&](Args& x) { x.send.data = a + 1; },  // another address, same shape
+      [&](Args& x) { x.recv.data = b + 2; },
+      [](Args&) {},
+  };
+  int agreed = 0;
+  for (std::size_t i = 0; i < changes.size(); ++i) {
+    for (std::size_t j = i; j < changes.size(); ++j) {
+      for (bool from_changed : {false, true}) {
+        Args shape_of = base(), call = base();
+        changes[i](from_changed ? shape_of : call);
+        changes[j](call);
+        const CallShape shape = CallShape::of(shape_of);
+        const bool want = shape.cacheable && shape == CallShape::of(call);
+        INFO("changes " << i << " and " << j << (from_changed ? " (the first to the shape)" : ""));
+        CHECK(shape.matches(call) == want);
+        agreed += want ? 1 : 0;
+      }
+    }
+  }
+  CHECK(agreed > 10);  // the unchanged call and the other addresses match
 }
