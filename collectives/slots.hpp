@@ -70,6 +70,18 @@ static_assert(kCallsAhead >= 1 && kCallsAhead < kSlotDepth, "see the flow contro
 
 class ShmWindows;
 
+namespace detail {
+/// n in [sizeof(Word), 2 * sizeof(Word)] bytes as two overlapping moves of a Word, every load before any store.
+template <typename Word>
+inline void copy_head_tail(char* d, const char* s, std::size_t n) {
+  Word head, tail;
+  std::memcpy(&head, s, sizeof(Word));
+  std::memcpy(&tail, s + n - sizeof(Word), sizeof(Word));
+  std::memcpy(d, &head, sizeof(Word));
+  std::memcpy(d + n - sizeof(Word), &tail, sizeof(Word));
+}
+}  // namespace detail
+
 /// memcpy for the few bytes of a small call: up to 16 bytes in two inline moves of 8, 4 or 1 bytes (every load before
 /// any store), where the library call and its size dispatch cost more than the copy; memcpy beyond.
 inline void copy_bytes(void* dst, const void* src, std::size_t n) {
@@ -78,17 +90,9 @@ inline void copy_bytes(void* dst, const void* src, std::size_t n) {
   if (n > 16) {
     std::memcpy(d, s, n);
   } else if (n >= 8) {
-    uint64_t head, tail;
-    std::memcpy(&head, s, 8);
-    std::memcpy(&tail, s + n - 8, 8);
-    std::memcpy(d, &head, 8);
-    std::memcpy(d + n - 8, &tail, 8);
+    detail::copy_head_tail<uint64_t>(d, s, n);
   } else if (n >= 4) {
-    uint32_t head, tail;
-    std::memcpy(&head, s, 4);
-    std::memcpy(&tail, s + n - 4, 4);
-    std::memcpy(d, &head, 4);
-    std::memcpy(d + n - 4, &tail, 4);
+    detail::copy_head_tail<uint32_t>(d, s, n);
   } else {
     for (std::size_t i = 0; i < n; ++i) d[i] = s[i];
   }

@@ -49,9 +49,6 @@ class FlightRecorder {
 
   /// `start`: when the call started (the call's deadline's start: a clock read fewer).
   void begin(uint64_t seq, Collective coll, DType dtype, std::size_t count, int root, Clock::time_point start);
-  void begin(uint64_t seq, Collective coll, DType dtype, std::size_t count, int root) {
-    begin(seq, coll, dtype, count, root, coarse_now());
-  }
   void end(bool ok);
   /// The engine stores the algorithm it chose here (collectives/engine.hpp, Args::chosen_algorithm).
   std::atomic<const char*>* algorithm_slot() { return &algorithm_; }

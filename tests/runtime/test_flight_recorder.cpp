@@ -23,11 +23,11 @@ TEST_CASE("the flight recorder keeps the last N calls, oldest first, and says wh
   CHECK_FALSE(g->position(Clock::now()).any);
   static const char* kRing = "ring";
   for (uint64_t seq = 10; seq < 15; ++seq) {
-    g->begin(seq, Collective::kAllReduce, DType::kFloat32, 1000 + seq, 0);
+    g->begin(seq, Collective::kAllReduce, DType::kFloat32, 1000 + seq, 0, Clock::now());
     g->algorithm_slot()->store(kRing);
     g->end(seq != 13);
   }
-  g->begin(15, Collective::kBroadcast, DType::kInt64, 7, 2);
+  g->begin(15, Collective::kBroadcast, DType::kInt64, 7, 2, Clock::now());
   auto pos = g->position(Clock::now());
   CHECK((pos.any && pos.in_call && pos.newest.seq == 15 && pos.newest.coll == Collective::kBroadcast));
 
@@ -70,7 +70,7 @@ TEST_CASE("a dump read while the group records calls sees whole entries in order
   std::thread writer([&] {
     for (uint64_t seq = 1; !stop.load(std::memory_order_relaxed); ++seq) {
       g->begin(seq, seq % 2 ? Collective::kAllReduce : Collective::kBroadcast,
-               seq % 3 ? DType::kFloat32 : DType::kInt64, seq * 7 + 3, static_cast<int>(seq % 5));
+               seq % 3 ? DType::kFloat32 : DType::kInt64, seq * 7 + 3, static_cast<int>(seq % 5), Clock::now());
       g->algorithm_slot()->store(kAlgo);
       g->end(seq % 11 != 0);
       written.store(seq, std::memory_order_relaxed);
