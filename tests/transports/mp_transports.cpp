@@ -78,7 +78,9 @@ int peer_killed(Mesh& m, bool staged, Dies how = Dies::kIdle) {
   const int dead = m.size() - 1;
   // staged: rank 0's message is a "device" buffer (the fake stager's), so it is mid-staging when the peer dies.
   const dcomm::Device dev = staged ? dcomm::Device::cuda(0) : dcomm::Device::host();
-  const std::size_t kBytes = 64u << 20;
+  // The streaming sender's message is larger: the receiver may pull it at 20+ GB/s, and must not have it all
+  // before the sender dies (see below).
+  const std::size_t kBytes = how == Dies::kSendingStream ? std::size_t{128} << 20 : std::size_t{64} << 20;
   std::vector<uint8_t> buf(kBytes, static_cast<uint8_t>(m.rank() + 1));
   if (m.rank() == dead && midstream) {
     // Receive until part of rank 0's message is in, then die: rank 0 is left feeding a ring nobody drains.
@@ -94,12 +96,16 @@ int peer_killed(Mesh& m, bool staged, Dies how = Dies::kIdle) {
     ::raise(SIGKILL);
   }
   if (m.rank() == dead && how == Dies::kSendingStream) {
-    // Stream a message to rank 0 for a moment, then die with it half sent: rank 0 is mid-stream or mid-pull.
+    // Stream a message to rank 0 for a moment, then die with it half sent: rank 0 is mid-stream or mid-pull. The
+    // moment is short against the message (1 ms; 128 MiB take 5 ms or more even by one cross-memory read at 25 GB/s):
+    // with 5 ms and 64 MiB, rank 0 once pulled the whole message first and its receive rightly completed.
     auto s = m.isend(0, 1, buf.data(), kBytes, dev);
-    for (auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(5);
-         std::chrono::steady_clock::now() < until && !m.test(*s);) {
+    bool sent = false;
+    for (auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1);
+         std::chrono::steady_clock::now() < until && !sent;) {
+      sent = m.test(*s);
     }
-    std::printf("rank %d dies sending\n", m.rank());
+    std::printf("rank %d dies sending%s\n", m.rank(), sent ? " (too late: its message was already delivered)" : "");
     std::fflush(stdout);
     ::raise(SIGKILL);
   }
