@@ -101,19 +101,22 @@ bool ShmTransport::drain(int from, ArrivalSink& sink) {
 
 void ShmTransport::handle(int from, const RecordHeader& h, const char* payload, ArrivalSink& sink) {
   switch (h.kind) {
-    case RecordKind::kEager:
-    case RecordKind::kRts: {
-      uint64_t token = next_token_++;
-      held_.push_back(Held{token, from, h, h.kind == RecordKind::kEager ? payload : nullptr, {}});
+    case RecordKind::kEager: {
+      // Announced with its payload still in the ring: received (or dropped) during the announcement - the usual
+      // small message, its receive posted - it is never held. Otherwise it is copied out so the ring keeps
+      // flowing; tokens grow and announcements do not nest, so held_ stays in token order.
+      const uint64_t token = next_token_++;
+      announcing_ = Announcing{token, payload, h.len};
       sink.arrived(*this, Incoming{from, h.tag, h.bytes, token});
-      // Not received during the announcement: copy it out so the ring keeps flowing. Tokens grow and are held in
-      // order, so a message still held is the last one.
-      if (!held_.empty() && held_.back().token == token && held_.back().in_ring != nullptr) {
-        held_.back().owned.assign(payload, payload + h.len);
-        held_.back().in_ring = nullptr;
-      }
+      const bool taken = announcing_.token == 0;
+      announcing_ = {};
+      if (!taken) held_.push_back(Held{token, from, h, std::vector<char>(payload, payload + h.len)});
       return;
     }
+    case RecordKind::kRts:
+      held_.push_back(Held{next_token_, from, h, {}});
+      sink.arrived(*this, Incoming{from, h.tag, h.bytes, next_token_++});
+      return;
     case RecordKind::kAck: {
       auto it = sends_.find(h.msg_id);
       if (it == sends_.end()) return;
@@ -166,15 +169,21 @@ void ShmTransport::erase_held(std::deque<Held>::iterator it) {
 }
 
 void ShmTransport::receive(const Incoming& msg, void* dst, const Device& /*device*/, OpPtr op) {
+  if (msg.token == announcing_.token) {  // the small message's path: straight from the ring
+    if (announcing_.len != 0) std::memcpy(dst, announcing_.payload, announcing_.len);
+    announcing_.token = 0;
+    op->complete(msg.bytes);
+    return;
+  }
   auto it = find_held(msg.token);
   if (it == held_.end()) {
     op->fail(std::make_exception_ptr(Error(ErrorCode::kInternal, "shm: receive of an unknown message")));
     return;
   }
   if (it->h.kind == RecordKind::kEager) {
-    // The small message's path: no copy of the record, and the usual one is the first held.
+    // A small message received after its announcement: the usual one is the first held.
     const std::size_t len = it->h.len;
-    if (len != 0) std::memcpy(dst, it->in_ring != nullptr ? it->in_ring : it->owned.data(), len);
+    if (len != 0) std::memcpy(dst, it->owned.data(), len);
     erase_held(it);
     op->complete(len);
     return;
@@ -229,6 +238,10 @@ LargeProtocol ShmTransport::protocol_for(int from, const RecordHeader& h) {
 }
 
 void ShmTransport::discard(const Incoming& msg) {
+  if (msg.token == announcing_.token) {
+    announcing_.token = 0;  // dropped from the ring as it is popped
+    return;
+  }
   auto it = find_held(msg.token);
   if (it == held_.end()) return;
   // A large message is dropped without reading it; the ack still completes the sender's op.

@@ -97,8 +97,14 @@ class ShmTransport final : public Transport {
     uint64_t token;
     int peer;
     RecordHeader h;
-    const char* in_ring;  ///< eager payload still in the ring (only while it is being announced)
-    std::vector<char> owned;
+    std::vector<char> owned;  ///< an eager payload, copied out of the ring
+  };
+  /// The eager message being announced (handle()): its payload still in the ring. token 0: none, or it was
+  /// received or discarded during the announcement.
+  struct Announcing {
+    uint64_t token = 0;
+    const char* payload = nullptr;
+    uint64_t len = 0;
   };
   struct InStream {  ///< a large receive being streamed into `dst`
     char* dst;
@@ -141,6 +147,7 @@ class ShmTransport final : public Transport {
   /// In token order (tokens only grow): found by binary search and usually taken from an end (a message is
   /// received as it is announced, or in arrival order later), with none of a map's allocation per message.
   std::deque<Held> held_;
+  Announcing announcing_;
   std::map<std::pair<int, uint64_t>, InStream> in_streams_;
   struct {  ///< large messages received, by protocol, for the log at close (what the choice did in a run)
     uint64_t cma = 0, streamed = 0, pulled = 0;
