@@ -116,8 +116,8 @@ class Mesh {
                      const Device& device) = 0;
   /// A send of host memory finished on the spot when its transport can hand it over whole at once (Transport::
   /// send_now: an eager shm message): returns true, and the message is sent exactly as by isend, in the same order.
-  /// Returns false, having done nothing, when it must go by isend (large, a backlog, a staged send ahead on its
-  /// (peer, tag), this rank, a transport without it). Throws like isend.
+  /// Returns false, having done nothing, when it must go by isend (large, a staged send holding up a (peer, tag),
+  /// this rank, a transport without it). Throws like isend.
   virtual bool send_now(int peer, uint64_t tag, const void* data, std::size_t bytes) = 0;
   /// Drives progress once; returns whether the request has finished (done, failed or cancelled).
   virtual bool test(Request& r) = 0;

@@ -110,10 +110,11 @@ class Transport {
   virtual bool receives_into(const Device& d) const { return supports_device(d); }
   /// Starts sending; `op` completes when `data` may be reused (or fails naming the peer).
   virtual void isend(int peer, uint64_t tag, const void* data, std::size_t bytes, const Device& device, OpPtr op) = 0;
-  /// Sends a host message now if it can be handed over whole without waiting for anything (an eager message,
-  /// behind nothing of this transport's to `peer`): returns true when that is done and `data` may be reused - the
-  /// message then counts exactly as an isend whose op completed at once, in the same order per peer. Returns false,
-  /// having done nothing, when the caller must isend it. Lets a small send skip its op and request (Mesh::send_now).
+  /// Sends a host message now if the transport can take it whole without waiting for anything, in order with
+  /// everything sent to `peer` before (shm: an eager message, written into the ring or copied into the peer's
+  /// backlog): returns true when that is done and `data` may be reused - the message then counts exactly as an
+  /// isend whose op completed at once. Returns false, having done nothing, when the caller must isend it. Lets a
+  /// small send skip its op and request (Mesh::send_now).
   virtual bool send_now(int peer, uint64_t tag, const void* data, std::size_t bytes) {
     (void)peer, (void)tag, (void)data, (void)bytes;
     return false;

@@ -107,16 +107,23 @@ void ShmTransport::handle(int from, const RecordHeader& h, const char* payload, 
       // flowing; tokens grow and announcements do not nest, so held_ stays in token order.
       const uint64_t token = next_token_++;
       announcing_ = Announcing{token, payload, h.len};
-      sink.arrived(*this, Incoming{from, h.tag, h.bytes, token});
+      try {
+        sink.arrived(*this, Incoming{from, h.tag, h.bytes, token});
+      } catch (...) {
+        announcing_ = {};  // the mesh fails (it poisons itself): nothing may read the ring's payload later
+        throw;
+      }
       const bool taken = announcing_.token == 0;
       announcing_ = {};
       if (!taken) held_.push_back(Held{token, from, h, std::vector<char>(payload, payload + h.len)});
       return;
     }
-    case RecordKind::kRts:
-      held_.push_back(Held{next_token_, from, h, {}});
-      sink.arrived(*this, Incoming{from, h.tag, h.bytes, next_token_++});
+    case RecordKind::kRts: {
+      const uint64_t token = next_token_++;
+      held_.push_back(Held{token, from, h, {}});
+      sink.arrived(*this, Incoming{from, h.tag, h.bytes, token});
       return;
+    }
     case RecordKind::kAck: {
       auto it = sends_.find(h.msg_id);
       if (it == sends_.end()) return;

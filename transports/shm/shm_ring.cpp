@@ -60,9 +60,9 @@ const RecordHeader* Ring::peek() {
     uint64_t pos = tail % capacity_;
     auto* h = reinterpret_cast<const RecordHeader*>(data_ + pos);
     // The next record's header and first payload line are fetched while head is: a poll that finds the producer's
-    // new head then finds its record here, instead of missing on it after the branch (three serial cache-line
-    // transfers a small message become about one). A prefetch reads nothing into the program: stale lines are
-    // fetched again once the producer writes them.
+    // new head finds its record on the way, instead of missing on it after the branch (the three lines a small
+    // message touches - head, header, payload - in flight together, not one after another). A prefetch reads
+    // nothing into the program: stale lines are fetched again once the producer writes them.
     __builtin_prefetch(h);
     __builtin_prefetch(reinterpret_cast<const char*>(h) + kRecordAlign);
     if (tail == ctl_->head.load(std::memory_order_acquire)) return nullptr;
