@@ -57,38 +57,44 @@ uint64_t word_of(const FlightRecorder::Entry& e, std::size_t w) {
   return v;
 }
 
-// The words a call's end changes (FlightRecorder::end): its algorithm, its state and its end time.
+// The words a call's end changes (FlightRecorder::end): its algorithm, its state (whose word also holds the
+// root, rewritten unchanged) and its end time.
 constexpr std::size_t kAlgorithmWord = offsetof(FlightRecorder::Entry, algorithm) / sizeof(uint64_t);
 constexpr std::size_t kStateWord = offsetof(FlightRecorder::Entry, state) / sizeof(uint64_t);
 constexpr std::size_t kEndWord = offsetof(FlightRecorder::Entry, end) / sizeof(uint64_t);
 static_assert(kAlgorithmWord != kStateWord && kStateWord != kEndWord && kAlgorithmWord != kEndWord &&
                   offsetof(FlightRecorder::Entry, algorithm) % sizeof(uint64_t) == 0 &&
                   offsetof(FlightRecorder::Entry, end) % sizeof(uint64_t) == 0,
-              "store_end writes the algorithm, the state and the end as whole words of their own");
+              "store_end writes the algorithm, the state and the end as whole words");
+
+// Writes `write` under the slot's sequence lock: odd while written. The release fence keeps the words' stores after
+// the odd stamp; the even stamp's release store keeps them before it. One writer at a time: plain stores, no lock.
+template <typename Slot, typename Write>
+void under_stamp(Slot& slot, Write write) {
+  const uint64_t stamp = slot.stamp.load(std::memory_order_relaxed);
+  slot.stamp.store(stamp + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  write();
+  slot.stamp.store(stamp + 2, std::memory_order_release);
+}
 
 }  // namespace
 
 void FlightRecorder::store(uint64_t index, std::size_t at, const Entry& e) {
   Slot& slot = ring_[at];
-  // A sequence lock of one entry: odd while written. The release fence keeps the words' stores after the odd
-  // stamp; the even stamp's release store keeps them before it. One writer at a time: plain stores, no lock.
-  const uint64_t stamp = slot.stamp.load(std::memory_order_relaxed);
-  slot.stamp.store(stamp + 1, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
-  slot.index.store(index + 1, std::memory_order_relaxed);
-  for (std::size_t w = 0; w < kWords; ++w) slot.words[w].store(word_of(e, w), std::memory_order_relaxed);
-  slot.stamp.store(stamp + 2, std::memory_order_release);
+  under_stamp(slot, [&] {
+    slot.index.store(index + 1, std::memory_order_relaxed);
+    for (std::size_t w = 0; w < kWords; ++w) slot.words[w].store(word_of(e, w), std::memory_order_relaxed);
+  });
 }
 
 void FlightRecorder::store_end(std::size_t at, const Entry& e) {
   Slot& slot = ring_[at];
-  const uint64_t stamp = slot.stamp.load(std::memory_order_relaxed);
-  slot.stamp.store(stamp + 1, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
-  for (std::size_t w : {kAlgorithmWord, kStateWord, kEndWord}) {
-    slot.words[w].store(word_of(e, w), std::memory_order_relaxed);
-  }
-  slot.stamp.store(stamp + 2, std::memory_order_release);
+  under_stamp(slot, [&] {
+    for (std::size_t w : {kAlgorithmWord, kStateWord, kEndWord}) {
+      slot.words[w].store(word_of(e, w), std::memory_order_relaxed);
+    }
+  });
 }
 
 bool FlightRecorder::load(uint64_t index, Entry& out) const {
