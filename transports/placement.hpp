@@ -15,5 +15,8 @@ bool shares_cores(const std::vector<PeerInfo>& peers, int self);
 /// True when no other rank of self's node may run on any of self's cores (each bound to cores of its own, as
 /// mpirun --bind-to core does): then no peer can be waiting for self's core, whatever a slow yield says.
 bool cores_alone(const std::vector<PeerInfo>& peers, int self);
+/// True when `a` and `b` can never run at the same time: both bound to the same single core. Ranks of a node that
+/// runs more ranks than cores often do run at once, so that alone does not make a pair one (shm's streams).
+bool never_run_together(const PeerInfo& a, const PeerInfo& b);
 
 }  // namespace dcomm::transport

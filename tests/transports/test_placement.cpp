@@ -6,6 +6,7 @@
 
 using dcomm::transport::PeerInfo;
 using dcomm::transport::cores_alone;
+using dcomm::transport::never_run_together;
 using dcomm::transport::shares_cores;
 
 namespace {
@@ -68,4 +69,19 @@ TEST_CASE("a rank is alone on its cores only when every other local rank is boun
   CHECK_FALSE(cores_alone(unknown, 1));
   std::vector<PeerInfo> nodes{on("a", {0}), on("b", {0})};  // the same core number on another node is not ours
   CHECK(cores_alone(nodes, 0));
+}
+
+TEST_CASE("a pair never runs together only when both are bound to the same single core", "[placement]") {
+  // mpirun --bind-to core --oversubscribe, 3 ranks on 2 cores: ranks 0 and 2 on core 0, rank 1 on core 1. The
+  // node shares its cores, yet ranks 0 and 1 run at once (shm streams between them: measured, not refused).
+  std::vector<PeerInfo> three{on("a", {0}), on("a", {1}), on("a", {0})};
+  CHECK(shares_cores(three, 0));
+  CHECK_FALSE(never_run_together(three[0], three[1]));
+  CHECK(never_run_together(three[0], three[2]));
+  CHECK_FALSE(never_run_together(three[1], three[2]));
+  // Unbound, or bound to several cores: the scheduler may run them at once.
+  CHECK_FALSE(never_run_together(on("a", {0, 1}), on("a", {0, 1})));
+  CHECK_FALSE(never_run_together(on("a", {0}), on("a", {0, 1})));
+  CHECK_FALSE(never_run_together(on("a", {}), on("a", {0})));  // unknown affinity
+  CHECK_FALSE(never_run_together(on("a", {0}), on("b", {0})));  // another node's core 0
 }

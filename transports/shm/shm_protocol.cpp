@@ -102,9 +102,14 @@ LargeProtocol ProtocolHistory::pick(uint64_t bytes) {
 
 void ProtocolHistory::record(LargeProtocol p, uint64_t bytes, double seconds) {
   if (bytes == 0) return;
-  double& avg = cells_[class_of(bytes)].per_byte[static_cast<int>(p)];
+  // A class's first message by a protocol pays for first touches (the ring's stream pages, the buffers' pages):
+  // 5.9 ms against 0.09 for the next streams of 4 MiB measured on 3 ranks. Averaged in, it kept that protocol
+  // from being taken for hundreds of messages (explored once in kExploreEvery); the second message replaces it.
+  Cell& cell = cells_[class_of(bytes)];
+  const int i = static_cast<int>(p);
+  double& avg = cell.per_byte[i];
   const double x = std::max(seconds, 0.0) / static_cast<double>(bytes);
-  avg = avg < 0 ? x : avg + (x - avg) / 4;
+  avg = cell.samples[i]++ < 2 ? x : avg + (x - avg) / 4;
 }
 
 double ProtocolHistory::per_byte(LargeProtocol p, uint64_t bytes) const {

@@ -23,8 +23,10 @@
 // (sendrecv, broadcast). kTwoWayFactor = 4 (not the 2 of the copy count) puts two-way traffic on CMA unless CMA is
 // more than 5x slower than memcpy.
 //
-// A pair that shares a core (both ranks bound to one core, or a node running more ranks than cores) takes CMA:
-// a stream needs both ranks running at once, and every full or empty ring would cost a context switch.
+// A pair that shares a core (both ranks bound to the same single core) takes CMA: a stream needs both ranks
+// running at once, and every full or empty ring would cost a context switch. A node running more ranks than cores
+// does not make every pair such a pair (3 ranks on 2 cores: the pair on two cores streamed 4 MiB in 0.09 ms against
+// CMA's 0.28 while the third rank waited), so its pairs take the measured choice, which sees stalls in the times.
 // The outcome is measured too: a stream whose sender stops feeding it is finished by the receiver's own read
 // (shm_stream.cpp), and a peer whose recent streams mostly ended so (a loaded machine: the sender is off its core
 // when its turn comes) gets CMA, with one message in kStallProbeEvery streamed to see whether that has passed.
@@ -110,7 +112,8 @@ class ProtocolHistory {
   /// The protocol for a message of `bytes`: CMA, then streaming, until each has been measured in its class; then
   /// the cheaper a byte, but the other every kExploreEvery messages.
   LargeProtocol pick(uint64_t bytes);
-  /// A message of `bytes` took `seconds` by `p`: a moving average over about 4 messages a class.
+  /// A message of `bytes` took `seconds` by `p`: a moving average over about 4 messages a class, from the second
+  /// message on (the first, which pays for first touches, is replaced by the second).
   void record(LargeProtocol p, uint64_t bytes, double seconds);
   /// The average seconds a byte of `p` in the class of `bytes`, or a negative number before any measurement.
   double per_byte(LargeProtocol p, uint64_t bytes) const;
@@ -119,6 +122,7 @@ class ProtocolHistory {
   static constexpr int kClasses = 48;  ///< class = log2(bytes)
   struct Cell {
     double per_byte[2] = {-1, -1};  ///< by LargeProtocol
+    unsigned samples[2] = {0, 0};   ///< messages recorded, by LargeProtocol
     unsigned picks = 0;
   };
   static int class_of(uint64_t bytes);

@@ -105,16 +105,12 @@ void ShmTransport::connect(Store& store, const std::vector<PeerInfo>& peers, con
 }
 
 void ShmTransport::mark_shared_cores(const std::vector<PeerInfo>& peers) {
-  // A node that runs more ranks than its cores (transports/placement.hpp) shares them all round; otherwise a pair
-  // shares a core only when both are bound to the same single one.
-  std::vector<PeerInfo> node{ctx_.self};
-  node.insert(node.end(), peers.begin(), peers.end());
-  const bool node_shares = shares_cores(node, 0);
-  for (const auto& info : peers) {
-    const auto& a = ctx_.self.cpus;
-    const auto& b = info.cpus;
-    peer(info.rank).shares_core = node_shares || (a.size() == 1 && b.size() == 1 && a[0] == b[0]);
-  }
+  // A pair shares a core only when both are bound to the same single one: then they never run at once. A node
+  // that runs more ranks than cores (transports/placement.hpp) is not enough: its pairs often do run at once (a
+  // third rank idle in a wait, or each pair's ranks on two cores), and the measured choice sees from each
+  // message's outcome whether streams stall there (3 ranks on 2 cores, sendrecv: streams 0.3-0.7x of CMA's time
+  // from 64 KiB; 4 ranks, two pairs at once: CMA ahead to 256 KiB, streams from 1 MiB).
+  for (const auto& info : peers) peer(info.rank).shares_core = never_run_together(ctx_.self, info);
 }
 
 void ShmTransport::log_choices(bool any_cma) const {
