@@ -11,6 +11,7 @@ usage: mp_tests.py DCOMM_RUN MP_TRANSPORTS CASE
   staged_peer_killed_N   peer_killed with rank 0's message staged from (fake) device memory
   stream_peer_killed_N   peer_killed with the dead rank receiving through the ring: it dies mid-stream
   stream_sender_killed_N   the dead rank is the one streaming (to rank 0, which may be pulling the rest)
+  split_sender_killed_N    the same sender, its message read by rank 0 and written by itself at once
   staging_N       N ranks over shm: device buffers (the fake stager's) staged over the host transport
   staging_ucx_N   the same over ucx (meson adds it only when the build has ucx)
   peer_killed_N   N ranks; the last kills itself (SIGKILL) while rank 0 sends to it: every survivor fails
@@ -106,6 +107,8 @@ if __name__ == "__main__":
              # No CMA: a receiver that may read the sender pulls a stalled stream whole, and might finish before it dies.
              "stream_peer_killed": lambda n: peer_killed(n, "stream_peer_killed",
                                                          {"DCOMM_SHM_PROTOCOL": "stream", "DCOMM_SHM_CMA": "0"}),
-             "stream_sender_killed": lambda n: peer_killed(n, "stream_sender_killed", {"DCOMM_SHM_PROTOCOL": "stream"})}
+             "stream_sender_killed": lambda n: peer_killed(n, "stream_sender_killed", {"DCOMM_SHM_PROTOCOL": "stream"}),
+             # The same sender, its message read by both sides (shm_split.hpp): it dies writing its part.
+             "split_sender_killed": lambda n: peer_killed(n, "stream_sender_killed", {"DCOMM_SHM_PROTOCOL": "cma"})}
     cases[name](int(nproc))
     print(f"{CASE}: passed")

@@ -8,8 +8,9 @@
 //   staged_peer_killed  the same with rank 0's message staged from (fake) device memory.
 //   stream_peer_killed  the last rank receives a 64 MiB message from rank 0 through the ring (DCOMM_SHM_PROTOCOL=
 //                stream, DCOMM_SHM_CMA=0) and kills itself once some of it has arrived: rank 0 is mid-stream.
-//   stream_sender_killed  the other way: the last rank streams 64 MiB to rank 0 (CMA allowed, so rank 0 may be
-//                pulling the rest) and kills itself part way.
+//   stream_sender_killed  the other way: the last rank streams 128 MiB to rank 0 (CMA allowed, so rank 0 may be
+//                pulling the rest) and is killed part way; with DCOMM_SHM_PROTOCOL=cma the same is a split read
+//                (rank 0 reading, the last rank writing its part).
 //   bench        rank 0 and 1: 8-byte ping-pong latency and 16 MiB bandwidth (a measurement, not a test).
 // The transport is whatever DCOMM_TRANSPORT says (the tests force shm). MP_DENY_CMA_RANK=r makes rank r refuse
 // cross-memory attach (DCOMM_SHM_CMA=0 in its environment only): the others may still read its memory.
@@ -17,9 +18,12 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 #include <dcomm/error.hpp>
 
@@ -96,18 +100,22 @@ int peer_killed(Mesh& m, bool staged, Dies how = Dies::kIdle) {
     ::raise(SIGKILL);
   }
   if (m.rank() == dead && how == Dies::kSendingStream) {
-    // Stream a message to rank 0 for a moment, then die with it half sent: rank 0 is mid-stream or mid-pull. The
-    // moment is short against the message (1 ms; 128 MiB take 5 ms or more even by one cross-memory read at 25 GB/s):
-    // with 5 ms and 64 MiB, rank 0 once pulled the whole message first and its receive rightly completed.
+    // Send a message to rank 0 for a moment, then die with it half sent: rank 0 is mid-stream or mid-pull, or
+    // mid-read of a split read (DCOMM_SHM_PROTOCOL=cma) while this rank writes its part. A timer kills the process
+    // wherever it is (inside a write of its part, typically). The moment is short against the message (1 ms; 128
+    // MiB take 5 ms or more even by one cross-memory read at 25 GB/s): with 5 ms and 64 MiB, rank 0 once pulled the
+    // whole message first and its receive rightly completed.
+    std::atomic<bool> sent{false};
+    std::thread([&sent, rank = m.rank()] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      std::printf("rank %d dies sending%s\n", rank, sent ? " (too late: its message was already delivered)" : "");
+      std::fflush(stdout);
+      ::raise(SIGKILL);
+    }).detach();
     auto s = m.isend(0, 1, buf.data(), kBytes, dev);
-    bool sent = false;
-    for (auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1);
-         std::chrono::steady_clock::now() < until && !sent;) {
-      sent = m.test(*s);
-    }
-    std::printf("rank %d dies sending%s\n", m.rank(), sent ? " (too late: its message was already delivered)" : "");
-    std::fflush(stdout);
-    ::raise(SIGKILL);
+    while (!sent) sent = m.test(*s);
+    std::this_thread::sleep_for(std::chrono::seconds(10));  // the timer's kill comes first
+    return kExitFail;
   }
   if (m.rank() == dead) {
     // Post a receive for rank 0's large message and a small send, then die without progressing either: rank

@@ -79,6 +79,7 @@ bool ShmTransport::progress(ArrivalSink& sink) {
   moved = feed_streams() || moved;
   for (int r : connected_) moved = drain(r, sink) || moved;
   if (!in_streams_.empty()) moved = pull_stalled() || moved;
+  if (!in_splits_.empty()) moved = finish_splits() || moved;
   return moved;
 }
 
@@ -146,6 +147,9 @@ void ShmTransport::handle(int from, const RecordHeader& h, const char* payload, 
       if (it != sends_.end()) it->second.stopped = true;
       return;
     }
+    case RecordKind::kSplit:
+      help_split(from, h);
+      return;
     case RecordKind::kPad: return;
   }
 }
@@ -199,6 +203,7 @@ void ShmTransport::receive(const Incoming& msg, void* dst, const Device& /*devic
   erase_held(it);
   Peer& p = peer(held.peer);
   if (p.cma && protocol_for(held.peer, held.h) == LargeProtocol::kCma) {
+    if (split_read(held.peer, held.h, static_cast<char*>(dst), op)) return;
     const Clock::time_point t0 = Clock::now();
     int err = cma_read(p.info.pid, dst, held.h.addr, held.h.bytes);
     if (err == 0) {

@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "transports/shm/shm_split.hpp"
+
 namespace dcomm::transport::shm {
 
 enum class RecordKind : uint32_t {
@@ -20,6 +22,8 @@ enum class RecordKind : uint32_t {
                ///< may pull the rest itself (CMA) when the stream stalls, so the send completes at its kAck
   kData,       ///< a piece of a streamed message: msg_id, offset, len; payload follows
   kStop,       ///< receiver to sender: stop streaming msg_id, the receiver reads the rest itself; kAck follows
+  kSplit,      ///< receiver to sender: help copy msg_id (shm_split.hpp): addr = the receiver's destination,
+               ///< offset = the board's generation; the receiver's kAck follows when it is done reading
 };
 
 struct RecordHeader {
@@ -35,10 +39,12 @@ struct RecordHeader {
 inline constexpr std::size_t kRecordAlign = 64;
 static_assert(sizeof(RecordHeader) <= kRecordAlign, "a record header must fit one cache line");
 
-/// The shared part of a ring: two cache lines of counters, then `capacity` bytes of records.
+/// The shared part of a ring: two cache lines of counters and the pair's split board, then `capacity` bytes of
+/// records.
 struct RingControl {
   alignas(64) std::atomic<uint64_t> head;  ///< bytes the producer has written
   alignas(64) std::atomic<uint64_t> tail;  ///< bytes the consumer has released
+  alignas(64) SplitBoard split;            ///< the producer's message being read by both sides (shm_split.hpp)
 };
 inline constexpr std::size_t kRingControlBytes = sizeof(RingControl);
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "ring counters must be lock-free across processes");
@@ -64,6 +70,8 @@ class Ring {
   const RecordHeader* peek();
   const char* payload(const RecordHeader* h) const { return reinterpret_cast<const char*>(h) + kRecordAlign; }
   void pop();
+  /// The board of the split reads of the producer's messages: set up by the consumer, claimed by both.
+  SplitBoard& split() const { return ctl_->split; }
 
   static uint64_t record_bytes(uint64_t len) { return (kRecordAlign + len + kRecordAlign - 1) / kRecordAlign * kRecordAlign; }
 

@@ -41,6 +41,7 @@ Knobs Knobs::from_env() {
   k.ring_bytes = (positive_knob("DCOMM_SHM_RING_BYTES", kDefaultRingBytes, kMinRingBytes) + kRecordAlign - 1) /
                  kRecordAlign * kRecordAlign;
   k.cma = env::get_bool("DCOMM_SHM_CMA", true);
+  k.split = env::get_bool("DCOMM_SHM_SPLIT", true);
   k.protocol = protocol_mode_from_env();
   uint64_t max_payload = k.ring_bytes / 2 - kRecordAlign;
   if (k.eager_bytes > max_payload || k.chunk_bytes > max_payload) {
@@ -157,13 +158,18 @@ void ShmTransport::close() noexcept {
   if (closed_) return;
   closed_ = true;
   if (counts_.cma + counts_.streamed != 0) {
-    DCOMM_INFO("shm rank {}: received {} large messages by cross-memory attach, {} streamed ({} of them finished by a "
-               "pull after the sender stalled)",
-               ctx_.self.rank, counts_.cma, counts_.streamed, counts_.pulled);
+    DCOMM_INFO("shm rank {}: received {} large messages by cross-memory attach ({} of them helped by the sender), {} "
+               "streamed ({} of them finished by a pull after the sender stalled)",
+               ctx_.self.rank, counts_.cma, counts_.split, counts_.streamed, counts_.pulled);
   }
   if (mine_.header() != nullptr) mine_.header()->closed.store(1, std::memory_order_release);
   for (auto& [id, m] : sends_) m.op->fail(closed_error("a send"));
   for (auto& [key, s] : in_streams_) s.op->fail(closed_error("a receive"));
+  for (auto& [from, s] : in_splits_) {
+    split_cancel(peer(from).in.split(), s.gen);  // no new piece from the sender
+    s.op->fail(closed_error("a receive"));
+  }
+  in_splits_.clear();
   sends_.clear();
   streams_.clear();
   in_streams_.clear();

@@ -2,8 +2,9 @@
 // The shm transport: processes (or threads) of one node.
 //   small messages (<= DCOMM_SHM_EAGER_BYTES): copied into the per-pair ring, completed at once;
 //   large messages: the sender announces the message and its address (kRts). Once the receive is matched, the
-//     receiver picks the protocol of this message (shm_protocol.hpp: measured, per message): it copies it with one
-//     process_vm_readv and acks (kAck), or asks (kCts) and the sender streams it through the ring in
+//     receiver picks the protocol of this message (shm_protocol.hpp: measured, per message): it copies it by
+//     cross-memory attach - from the front with process_vm_readv while the sender, told by kSplit, copies from the
+//     back with process_vm_writev (shm_split.hpp) - and acks (kAck), or asks (kCts) and the sender streams it through the ring in
 //     DCOMM_SHM_CHUNK_BYTES pieces (kData), the ring acting as the pipelined buffer (shm_stream.cpp). A stream
 //     stalls when the sender does not feed it (descheduled, busy outside dcomm, asleep in its wait); where the
 //     receiver may read the sender's memory it then pulls the rest with one process_vm_readv. The sender's op
@@ -27,6 +28,7 @@ struct Knobs {
   uint64_t chunk_bytes;
   uint64_t ring_bytes;
   bool cma;               ///< DCOMM_SHM_CMA=0: never read a peer's memory
+  bool split;             ///< DCOMM_SHM_SPLIT=0: a single-copy message is read by its receiver alone
   ProtocolMode protocol;  ///< DCOMM_SHM_PROTOCOL: auto, or force cma / stream for large messages
   /// From DCOMM_SHM_EAGER_BYTES, DCOMM_SHM_CHUNK_BYTES, DCOMM_SHM_RING_BYTES, DCOMM_SHM_CMA, DCOMM_SHM_PROTOCOL; throws
   /// InvalidUsageError naming the variable when they do not fit together.
@@ -78,6 +80,7 @@ class ShmTransport final : public Transport {
     Clock::time_point last_piece{};
     unsigned stall_skips = 0;  ///< messages taken by CMA because of `stalls`, for the probe every kStallProbeEvery
     ProtocolHistory history;   ///< DCOMM_SHM_PROTOCOL=measured: what their large messages cost by each protocol
+    uint16_t split_gen = 0;    ///< the generation of the last split read from them (shm_split.hpp)
     bool connected = false;
     /// Whether `out` / `in` are mapped in (Ring::prefault): on first use, not at connect, so that a node of many
     /// ranks commits memory only for the pairs that talk.
@@ -106,6 +109,15 @@ class ShmTransport final : public Transport {
     const char* payload = nullptr;
     uint64_t len = 0;
   };
+  struct InSplit {  ///< a split read from a peer whose part is not done yet (one at a time a peer: one board)
+    OpPtr op;
+    RecordHeader rts;
+    char* dst = nullptr;
+    uint64_t sender_bytes = 0;  ///< the sender's claims: [bytes - sender_bytes, bytes)
+    uint16_t gen = 0;           ///< the board's generation for this message
+    Clock::time_point since;    ///< the receive's start, for ProtocolHistory
+    bool fall_back = false;     ///< this rank's own read failed (not ESRCH): stream the message once the sender is done
+  };
   struct InStream {  ///< a large receive being streamed into `dst`
     char* dst;
     uint64_t bytes;
@@ -129,6 +141,10 @@ class ShmTransport final : public Transport {
   bool drain(int peer, ArrivalSink& sink);
   void handle(int peer, const RecordHeader& h, const char* payload, ArrivalSink& sink);
   void ack(int peer, uint64_t msg_id);
+  bool split_read(int from, const RecordHeader& rts, char* dst, OpPtr& op);
+  bool finish_split(int from);
+  bool finish_splits();
+  void help_split(int to, const RecordHeader& h);
   LargeProtocol protocol_for(int from, const RecordHeader& h);
   void log_choices(bool any_cma) const;
   void mark_shared_cores(const std::vector<PeerInfo>& peers);
@@ -149,8 +165,9 @@ class ShmTransport final : public Transport {
   std::deque<Held> held_;
   Announcing announcing_;
   std::map<std::pair<int, uint64_t>, InStream> in_streams_;
+  std::map<int, InSplit> in_splits_;  ///< by peer
   struct {  ///< large messages received, by protocol, for the log at close (what the choice did in a run)
-    uint64_t cma = 0, streamed = 0, pulled = 0;
+    uint64_t cma = 0, streamed = 0, pulled = 0, split = 0;
   } counts_;
   PullBounds pull_bounds_;  ///< a stream with no piece for this long is pulled (shm_stream.cpp)
   uint64_t next_msg_id_ = 1;
