@@ -112,6 +112,11 @@ void ShmTransport::mark_shared_cores(const std::vector<PeerInfo>& peers) {
   // message's outcome whether streams stall there (3 ranks on 2 cores, sendrecv: streams 0.3-0.7x of CMA's time
   // from 64 KiB; 4 ranks, two pairs at once: CMA ahead to 256 KiB, streams from 1 MiB).
   for (const auto& info : peers) peer(info.rank).shares_core = never_run_together(ctx_.self, info);
+  // A split read spends the sender's core while it waits; with more ranks than cores that time belongs to another
+  // rank (4 ranks on 2 cores, sendrecv 64 KiB: 1.30-1.45x OpenMPI's time split against 1.14-1.19x read alone).
+  std::vector<PeerInfo> node{ctx_.self};
+  node.insert(node.end(), peers.begin(), peers.end());
+  split_ = knobs_.split && !shares_cores(node, 0);
 }
 
 void ShmTransport::log_choices(bool any_cma) const {

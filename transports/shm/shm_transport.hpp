@@ -172,6 +172,7 @@ class ShmTransport final : public Transport {
   PullBounds pull_bounds_;  ///< a stream with no piece for this long is pulled (shm_stream.cpp)
   uint64_t next_msg_id_ = 1;
   uint64_t next_token_ = 1;
+  bool split_ = false;  ///< single-copy messages are read by both sides (knobs_.split, and cores enough for all ranks)
   bool closed_ = false;
 };
 
