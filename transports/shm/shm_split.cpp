@@ -18,7 +18,8 @@ namespace dcomm::transport::shm {
 bool ShmTransport::split_read(int from, const RecordHeader& rts, char* dst, OpPtr& op) {
   Peer& p = peer(from);
   // A pair that never runs at once gains nothing but a call; one board a pair, so one split read at a time.
-  if (!split_ || p.shares_core || in_splits_.count(from) != 0 || split_pages(rts.bytes) > kSplitMaxPages) {
+  if (!split_ || p.shares_core || in_splits_.count(from) != 0 || rts.bytes < kSplitMinBytes ||
+      split_pages(rts.bytes) > kSplitMaxPages) {
     return false;
   }
   const Clock::time_point since = Clock::now();
