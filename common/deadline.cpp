@@ -24,6 +24,18 @@ Deadline Deadline::after(Duration timeout) {
   return Deadline(now, now + timeout, timeout);
 }
 
+Deadline Deadline::from_first_wait(Duration timeout) {
+  Deadline d(Clock::time_point{}, Clock::time_point{}, timeout);
+  d.lazy_ = true;
+  return d;
+}
+
+void Deadline::start_now() const {
+  lazy_ = false;
+  start_ = Clock::now();
+  at_ = timeout_ == kNoTimeout ? Clock::time_point::max() : start_ + timeout_;
+}
+
 Clock::time_point coarse_now() noexcept {
   timespec ts{};
   ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
@@ -31,9 +43,13 @@ Clock::time_point coarse_now() noexcept {
                                                                         std::chrono::nanoseconds(ts.tv_nsec)));
 }
 
-Duration Deadline::elapsed() const { return std::chrono::duration_cast<Duration>(Clock::now() - start_); }
+Duration Deadline::elapsed() const {
+  arm();
+  return std::chrono::duration_cast<Duration>(Clock::now() - start_);
+}
 
 Duration Deadline::remaining() const {
+  arm();
   if (at_ == Clock::time_point::max()) return kNoTimeout;
   return std::max(Duration(0), std::chrono::duration_cast<Duration>(at_ - Clock::now()));
 }

@@ -132,7 +132,7 @@ void FlightRecorder::end(bool ok) {
   if (recorded == 0) return;
   newest_.algorithm = algorithm_.load(std::memory_order_relaxed);
   newest_.state = ok ? State::kDone : State::kFailed;
-  // The start is the deadline's (the steady clock); the coarse clock may lag it: never an end before the start.
+  // Both stamps are the coarse clock's (the caller's start): never an end before the start all the same.
   newest_.end = std::max(coarse_now(), newest_.start);
   store_end(newest_slot_, newest_);
 }

@@ -33,8 +33,9 @@ ProcessGroupImpl::ProcessGroupImpl(std::shared_ptr<World> world, coll::GroupView
 
 void ProcessGroupImpl::run_recorded(const coll::Args& args, const std::string& algorithm, const Deadline& deadline,
                                     uint64_t seq, std::string_view problem) {
+  // The start from the coarse clock, like the end: the deadline may not have started (Deadline::from_first_wait).
   recorder_->begin(seq, args.coll, args.send.count != 0 ? args.send.dtype : args.recv.dtype,
-                   std::max(args.send.count, args.recv.count), args.root, deadline.start());
+                   std::max(args.send.count, args.recv.count), args.root, coarse_now());
   try {
     engine_->run(args, algorithm, deadline, seq, problem);
   } catch (const Error& e) {
@@ -180,7 +181,7 @@ WorkPtr ProcessGroupImpl::submit(coll::Args&& args, const CollectiveOptions& opt
     // Nothing queued ahead: run on the caller's thread, without a task object, a hand-off or a handle of its own
     // (a failure is thrown, so the handle returned is always a completed one).
     try {
-      run_recorded(args, opts.algorithm, Deadline::after(timeout), seq, problem);
+      run_recorded(args, opts.algorithm, Deadline::from_first_wait(timeout), seq, problem);
     } catch (...) {
       executor_.leave_inline();
       throw;
@@ -193,9 +194,9 @@ WorkPtr ProcessGroupImpl::submit(coll::Args&& args, const CollectiveOptions& opt
   std::string algorithm = opts.algorithm;
   Executor::Task task;
   if (device.is_host()) {
-    // The deadline starts when the collective starts running, not when it was queued behind others.
+    // The deadline starts when the collective first waits, not when it was queued behind others.
     task = [this, args = std::move(args), algorithm, timeout, seq, problem = std::move(problem)] {
-      run_recorded(args, algorithm, Deadline::after(timeout), seq, problem);
+      run_recorded(args, algorithm, Deadline::from_first_wait(timeout), seq, problem);
     };
   } else {
     // The collective waits (without blocking the caller) for the work already queued on the caller's stream,

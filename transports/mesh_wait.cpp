@@ -41,6 +41,7 @@ void MeshImpl::fail_wait(std::exception_ptr cause) {
 
 void MeshImpl::wait(Request& r, const Deadline& deadline, const WaitWhat& what) {
   throw_if_poisoned();
+  if (!r.op->done()) deadline.arm();
   Backoff backoff;
   // Set at the first clock reading: most waits end within a few polls and never read the clock at all.
   Clock::time_point next_liveness{};
@@ -124,6 +125,7 @@ namespace dcomm::transport {
 void MeshImpl::wait_until(bool (*ready)(const void* arg), std::string (*awaited)(const void* arg), const void* arg,
                           int peer, const Deadline& deadline, std::string_view what) {
   if (ready(arg)) return;  // the common case: the peer was there first, and the wait costs one read
+  deadline.arm();
   throw_if_poisoned();
   // Stands for the awaited peer in the liveness check (blame_locked asks about r.peer).
   Request probe;

@@ -53,6 +53,35 @@ TEST_CASE("deadlines expire and report their timeout", "[common]") {
   CHECK(format_bytes(4u << 20) == "4.0 MiB");
 }
 
+TEST_CASE("a collective's deadline starts at its first wait, and bounds every wait from there", "[common]") {
+  using std::chrono::milliseconds;
+  Deadline d = Deadline::from_first_wait(milliseconds(20));
+  std::this_thread::sleep_for(milliseconds(30));  // the call's own work before any wait: not counted
+  d.arm();                                         // the first wait
+  const Clock::time_point armed = Clock::now();
+  CHECK(d.start() <= armed);
+  CHECK(armed - d.start() < milliseconds(10));
+  CHECK_FALSE(d.expired());
+  CHECK(d.remaining() > milliseconds(5));
+  d.arm();  // a later wait does not restart it
+  std::this_thread::sleep_for(milliseconds(30));
+  CHECK(d.expired());
+  CHECK(d.elapsed() >= milliseconds(20));
+  CHECK(d.elapsed() < milliseconds(60));
+  // Any question asked of it starts it too: a waiter that never arms is still bounded.
+  Deadline q = Deadline::from_first_wait(milliseconds(20));
+  std::this_thread::sleep_for(milliseconds(30));
+  CHECK_FALSE(q.expired());
+  std::this_thread::sleep_for(milliseconds(30));
+  CHECK(q.expired());
+  // No timeout: never expires, and its elapsed time counts from its first wait, not from the clock's epoch.
+  Deadline n = Deadline::from_first_wait(dcomm::kNoTimeout);
+  n.arm();
+  CHECK_FALSE(n.expired());
+  CHECK(n.remaining() == dcomm::kNoTimeout);
+  CHECK(n.elapsed() < milliseconds(1000));
+}
+
 TEST_CASE("a deadline never ends early, and the coarse clock is the steady clock's time line", "[common]") {
   // A deadline is measured against the steady clock from its own start (the coarse clock cannot start one: on a
   // tickless kernel it lagged by more than a tick and a deadline from it ended at 11.8 of 15 ms).
