@@ -21,7 +21,7 @@ namespace {
 // each byte was claimed; returns the bytes the back took.
 uint64_t claim_all(uint64_t bytes, bool back_helps, std::vector<int>& seen) {
   SplitBoard b;
-  split_open(b, 7, bytes);
+  split_open(b, 7, bytes, 70);
   seen.assign(bytes, 0);
   const uint64_t piece = split_piece(bytes);
   uint64_t front_at = 0, back_at = bytes, back_bytes = 0;
@@ -61,7 +61,7 @@ TEST_CASE("split: every byte is claimed once, by the front or the back, and the 
   // split_sender_bytes reads the share off the board once the claims have met.
   SplitBoard b;
   const uint64_t bytes = (5 << 20) + 3;
-  split_open(b, 3, bytes);
+  split_open(b, 3, bytes, 30);
   uint64_t back = 0;
   for (int i = 0; i < 3; ++i) {
     SplitClaim c = split_take(b, 3, bytes, split_piece(bytes), false);
@@ -80,16 +80,21 @@ TEST_CASE("split: a piece is half the message up to kSplitPiecePages; a stale ge
   CHECK(split_piece((64 << 10) + 1) == 9);
   CHECK(split_piece(uint64_t{64} << 20) == kSplitPiecePages);
   SplitBoard b;
-  split_open(b, 41, 1 << 20);
+  split_open(b, 41, 1 << 20, 410);
   CHECK(split_take(b, 40, 1 << 20, 8, false).empty());  // the sender's kSplit of the message before
   CHECK_FALSE(split_take(b, 41, 1 << 20, 8, true).empty());
   split_cancel(b, 41);
   CHECK(split_take(b, 41, 1 << 20, 8, false).empty());
   CHECK(split_take(b, 41, 1 << 20, 8, true).empty());
   CHECK(split_sender_bytes(b, 1 << 20) == 0);  // nothing was taken from the back
-  split_open(b, 42, 1 << 20);                  // the next message starts from scratch
+  split_open(b, 42, 1 << 20, 420);             // the next message starts from scratch
   CHECK(b.done.load() == 0);
   CHECK(split_take(b, 42, 1 << 20, 8, false).end == (1 << 20));
+  CHECK(split_claim_is_for(b, 420));
+  // 65,536 split reads later the generation repeats: a claim under it for another message is refused by its msg_id.
+  split_open(b, 42, 1 << 20, 65956);
+  CHECK_FALSE(split_take(b, 42, 1 << 20, 8, false).empty());
+  CHECK_FALSE(split_claim_is_for(b, 420));
 }
 
 TEST_CASE("split: two threads racing for the claims of many messages copy each byte exactly once", "[shm][split]") {
@@ -116,7 +121,7 @@ TEST_CASE("split: two threads racing for the claims of many messages copy each b
   for (int m = 0; m < static_cast<int>(sizes.size()); ++m) {
     const uint64_t bytes = sizes[m];
     for (uint64_t i = 0; i < bytes; ++i) seen[i].store(0);
-    split_open(b, static_cast<uint16_t>(m + 1), bytes);
+    split_open(b, static_cast<uint16_t>(m + 1), bytes, static_cast<uint64_t>(m));
     open.store(m);
     for (SplitClaim c; !(c = split_take(b, static_cast<uint16_t>(m + 1), bytes, split_piece(bytes), true)).empty();) {
       for (uint64_t i = c.begin; i < c.end; ++i) seen[i].fetch_add(1);

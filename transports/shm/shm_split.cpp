@@ -26,7 +26,7 @@ bool ShmTransport::split_read(int from, const RecordHeader& rts, char* dst, OpPt
   SplitBoard& board = p.in.split();
   if (++p.split_gen == 0) p.split_gen = 1;
   const uint16_t gen = p.split_gen;
-  split_open(board, gen, rts.bytes);
+  split_open(board, gen, rts.bytes, rts.msg_id);
   RecordHeader h;
   h.kind = RecordKind::kSplit;
   h.msg_id = rts.msg_id;
@@ -112,7 +112,9 @@ void ShmTransport::help_split(int to, const RecordHeader& h) {
   const auto gen = static_cast<uint16_t>(h.offset);
   const uint64_t piece = split_piece(m.bytes);
   for (SplitClaim c; !(c = split_take(board, gen, m.bytes, piece, false)).empty();) {
-    const int err = cma_write(p.info.pid, h.addr + c.begin, m.data + c.begin, c.end - c.begin);
+    const int err = split_claim_is_for(board, h.msg_id)
+                        ? cma_write(p.info.pid, h.addr + c.begin, m.data + c.begin, c.end - c.begin)
+                        : ESTALE;
     if (err != 0) {
       board.error.store(err, std::memory_order_release);
       return;

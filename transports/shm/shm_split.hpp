@@ -14,7 +14,9 @@
 // message) finds another generation and claims nothing. The sender adds the bytes it wrote to `done` after each
 // write, or stores its errno in `error` and stops; the receiver completes when every page is claimed and the
 // sender's are done (or it copies the sender's range itself after an error: the sender writes nothing after it).
-// A sender that never progresses costs the receiver one more call (it reads its half, then the rest).
+// A sender that never progresses costs the receiver one more call (it reads its half, then the rest). A receiver
+// that gives a message up (its transport closes: the mesh failed) claims what is left; a piece the sender is
+// writing at that moment still lands, within one piece's copy (at most 1 MiB, ~60 us).
 
 #include <atomic>
 #include <cstdint>
@@ -25,6 +27,7 @@ namespace dcomm::transport::shm {
 struct SplitBoard {
   std::atomic<uint64_t> claim{0};  ///< gen:16 | lo:24 | hi:24 (pages); gen 0 is never used
   std::atomic<uint64_t> done{0};   ///< bytes the sender has written
+  std::atomic<uint64_t> msg{0};    ///< the sender's msg_id of the message the board is for
   std::atomic<int32_t> error{0};   ///< the sender's errno; it writes nothing after it
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "the split board must be lock-free across processes");
@@ -60,8 +63,9 @@ inline uint64_t split_piece(uint64_t bytes) {
 }
 
 /// Receiver: sets the board up for a message of `bytes` (generation `gen`, not 0) before posting kSplit.
-inline void split_open(SplitBoard& b, uint16_t gen, uint64_t bytes) {
+inline void split_open(SplitBoard& b, uint16_t gen, uint64_t bytes, uint64_t msg_id) {
   b.done.store(0, std::memory_order_relaxed);
+  b.msg.store(msg_id, std::memory_order_relaxed);
   b.error.store(0, std::memory_order_relaxed);
   b.claim.store(split_pack(gen, 0, split_pages(bytes)), std::memory_order_release);
 }
@@ -82,6 +86,15 @@ inline SplitClaim split_take(SplitBoard& b, uint16_t gen, uint64_t bytes, uint64
       return {first * kSplitPageBytes, end};
     }
   }
+}
+
+/// Sender, after a claim for `msg_id`: whether the board is that message's. A generation is 16 bits: a kSplit left
+/// unread in the sender's ring while the receiver went through 65,536 more split reads from it would claim from
+/// another message's board. The board cannot move on while a claim of the sender's is outstanding (the receiver
+/// waits for it), so once claimed the message it names is settled; a sender that finds another one writes nothing
+/// and reports an error (the receiver then copies that range itself).
+inline bool split_claim_is_for(const SplitBoard& b, uint64_t msg_id) {
+  return b.msg.load(std::memory_order_relaxed) == msg_id;
 }
 
 /// Receiver, once its own claims come back empty: the bytes the sender took ([hi, end) of the message).
