@@ -125,6 +125,9 @@ namespace dcomm::transport {
 void MeshImpl::wait_until(bool (*ready)(const void* arg), std::string (*awaited)(const void* arg), const void* arg,
                           int peer, const Deadline& deadline, std::string_view what) {
   if (ready(arg)) return;  // the common case: the peer was there first, and the wait costs one read
+  // A collective's deadline starts here (Deadline::from_first_wait). Leaving it to the first clock check, 64 polls
+  // on, was measured slower (8 B all_reduce 0.19-0.20 us against 0.17-0.18): the clock read also spaces the first
+  // polls of the line the peer is about to write.
   deadline.arm();
   throw_if_poisoned();
   // Stands for the awaited peer in the liveness check (blame_locked asks about r.peer).
