@@ -2,11 +2,13 @@
 #include "collectives/window_probe.hpp"
 
 #include <fmt/format.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "collectives/dissemination.hpp"
@@ -29,18 +31,41 @@ constexpr int kRepeats = 3;
 // The small pattern (window_probe.hpp, WindowProbe::small_seconds_per_byte): plain stores only, more repeats (a
 // few microseconds each), and as many barriers alone to subtract.
 constexpr int kSmallRepeats = 8;
+// A repetition counts only when the two ranks ran on different CPUs at its start and at its end. Ranks free to
+// run anywhere (mpirun --bind-to none) start out on one core, often, until the scheduler spreads them: a probe
+// timed then prices the windows as if every reader ran where the writer did (an unbound 2-rank group took
+// all_gather[cma] to 16 MiB after such a probe, 0.96-1.80x OpenMPI's time, against 0.42-0.71x through the windows
+// in the next run). So a pattern is repeated, yielding between tries, until it has its repetitions apart or
+// kTriesPer times as many tries; then the best of what it has, apart or not.
+constexpr int kTriesPer = 4;
+// The pair's own steps stay below this: open_windows' two, a barrier, then at most kTriesPer times
+// (2·kRepeats·2 + 2·kSmallRepeats + kSmallRepeats) steps of one each.
+constexpr uint32_t kGroupStepBase = 256;
+static_assert(3 + kTriesPer * (4 * kRepeats + 3 * kSmallRepeats) < kGroupStepBase, "the probe's steps overlap");
+
+// Where the two ranks of the pair ran in one repetition (sched_getcpu() at its start and at its end; -1 unknown).
+struct Where {
+  int16_t start[2] = {-1, -1};
+  int16_t end[2] = {-1, -1};
+};
+
+bool apart(const int16_t* cpu) { return cpu[0] < 0 || cpu[1] < 0 || cpu[0] != cpu[1]; }
+
+int16_t this_cpu() { return static_cast<int16_t>(::sched_getcpu()); }
 
 struct Times {
   double plain = 0, streamed = 0;  // the best time each way on rank 0 or 1; 0 elsewhere
   double small = 0, barrier = 0;   // the best small pattern (plain stores) and the best barrier alone
   int8_t forced = -1;              // DCOMM_SHM_CACHED on some rank: 1 or 0; -1 none
+  int16_t apart = 0, tries = 0;    // the 1 MiB patterns run with the two ranks on different CPUs, and all run
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Ranks 0 and 1 of the group, on their own two-rank view: the pattern, each way, kRepeats times, interleaved.
+// Ranks 0 and 1 of the group, on their own two-rank view: the pattern, each way, kRepeats times apart (see
+// kTriesPer), interleaved.
 // `kept`: the rig of the last measurement (null the first time: made here, and kept where the caller keeps it).
 Times measure_pair(const Context& pair, std::unique_ptr<ProbeRig>* kept) {
   Times t;
@@ -63,40 +88,74 @@ Times measure_pair(const Context& pair, std::unique_ptr<ProbeRig>* kept) {
   std::vector<char>& dst = rig->dst;
   uint32_t step = 2;  // above open_windows' two
   auto barrier = [&] { agree(pair, step++, uint8_t{0}, [](uint8_t&, uint8_t) {}); };
-  double best[2] = {1e30, 1e30};
-  barrier();
-  for (int rep = 0; rep < kRepeats; ++rep) {
-    for (int way = 0; way < 2; ++way) {
-      const auto t0 = std::chrono::steady_clock::now();
-      if (way == 0) {
-        std::memcpy(win->of(me), src.data(), kProbeBytes);
-      } else {
-        stream_copy(win->of(me), src.data(), kProbeBytes);
-        stream_copy_fence();
+  // A repetition's last barrier, which also tells both ranks whether it ran on two CPUs (the same answer on both,
+  // so both repeat alike).
+  auto last_barrier = [&](int16_t start_cpu) {
+    Where w;
+    w.start[me] = start_cpu;
+    w.end[me] = this_cpu();
+    const Where all = agree(pair, step++, w, [](Where& m, const Where& o) {
+      for (int i = 0; i < 2; ++i) {
+        m.start[i] = std::max(m.start[i], o.start[i]);
+        m.end[i] = std::max(m.end[i], o.end[i]);
       }
-      barrier();
-      std::memcpy(dst.data(), win->of(1 - me), kProbeBytes);
-      barrier();
-      best[way] = std::min(best[way], seconds_since(t0));
+    });
+    return apart(all.start) && apart(all.end);
+  };
+  // Best times of `ways` patterns, run in turn (interleaved, so that a drift of the machine touches each alike)
+  // until each has `want` repetitions apart or kTriesPer·want tries were made: the best apart, or the best of all
+  // where none was. `rep(way)` ends with last_barrier and returns its answer.
+  auto best_of = [&](int ways, int want, auto rep) {
+    std::vector<double> apart_best(ways, 1e30), any_best(ways, 1e30);
+    std::vector<int> got(ways, 0);
+    for (int tries = 0; tries < kTriesPer * want && *std::min_element(got.begin(), got.end()) < want; ++tries) {
+      bool moved_away = false;
+      for (int way = 0; way < ways; ++way) {
+        const auto t0 = std::chrono::steady_clock::now();
+        const bool ok = rep(way);
+        if (ways == 2) {
+          ++t.tries;
+          t.apart = static_cast<int16_t>(t.apart + (ok ? 1 : 0));
+        }
+        const double s = seconds_since(t0);
+        any_best[way] = std::min(any_best[way], s);
+        if (ok) {
+          apart_best[way] = std::min(apart_best[way], s);
+          ++got[way];
+        }
+        moved_away = moved_away || !ok;
+      }
+      if (moved_away) std::this_thread::yield();  // let the scheduler move one of the two
     }
-  }
-  t.plain = best[0];
-  t.streamed = best[1];
+    for (int way = 0; way < ways; ++way) {
+      if (got[way] == 0) apart_best[way] = any_best[way];
+    }
+    return apart_best;
+  };
+  barrier();
+  const std::vector<double> big = best_of(2, kRepeats, [&](int way) {
+    const int16_t cpu = this_cpu();
+    if (way == 0) {
+      std::memcpy(win->of(me), src.data(), kProbeBytes);
+    } else {
+      stream_copy(win->of(me), src.data(), kProbeBytes);
+      stream_copy_fence();
+    }
+    barrier();
+    std::memcpy(dst.data(), win->of(1 - me), kProbeBytes);
+    return last_barrier(cpu);
+  });
+  t.plain = big[0];
+  t.streamed = big[1];
   // The small pattern, in the same windows (the first kSmallProbeBytes of each), then barriers alone.
-  double small = 1e30, alone = 1e30;
-  for (int rep = 0; rep < kSmallRepeats; ++rep) {
-    const auto t0 = std::chrono::steady_clock::now();
+  const double small = best_of(1, kSmallRepeats, [&](int) {
+    const int16_t cpu = this_cpu();
     std::memcpy(win->of(me), src.data(), kSmallProbeBytes);
     barrier();
     std::memcpy(dst.data(), win->of(1 - me), kSmallProbeBytes);
-    barrier();
-    small = std::min(small, seconds_since(t0));
-  }
-  for (int rep = 0; rep < kSmallRepeats; ++rep) {
-    const auto t0 = std::chrono::steady_clock::now();
-    barrier();
-    alone = std::min(alone, seconds_since(t0));
-  }
+    return last_barrier(cpu);
+  })[0];
+  const double alone = best_of(1, kSmallRepeats, [&](int) { return last_barrier(this_cpu()); })[0];
   t.small = small;
   t.barrier = alone;
   return t;
@@ -125,13 +184,14 @@ WindowProbe probe_cached_windows(const GroupView& view, bool measure, std::strin
   Times mine;
   if (measure && view.rank < 2) mine = measure_pair(c.on(sub_view(view, {0, 1}), 0), rig);
   if (const auto forced = env::get_int("DCOMM_SHM_CACHED")) mine.forced = *forced != 0 ? 1 : 0;
-  // Steps above the pair's (open_windows' two, then 2·kRepeats·2 + 1 + 3·kSmallRepeats barriers of one step).
-  const Times all = agree(c, 64, mine, [](Times& m, const Times& t) {
+  const Times all = agree(c, kGroupStepBase, mine, [](Times& m, const Times& t) {
     m.plain = std::max(m.plain, t.plain);
     m.streamed = std::max(m.streamed, t.streamed);
     m.small = std::max(m.small, t.small);
     m.barrier = std::max(m.barrier, t.barrier);
     m.forced = std::max(m.forced, t.forced);
+    m.apart = std::max(m.apart, t.apart);
+    m.tries = std::max(m.tries, t.tries);
   });
   const bool measured = all.plain > 0 && all.streamed > 0;
   const bool cached = all.forced >= 0 ? all.forced == 1 : measured && all.plain < 0.75 * all.streamed;
@@ -139,8 +199,8 @@ WindowProbe probe_cached_windows(const GroupView& view, bool measure, std::strin
   if (note != nullptr) {
     *note = all.forced >= 0 ? fmt::format("DCOMM_SHM_CACHED={}", all.forced)
             : measured      ? fmt::format("1 MiB through a window each way: plain stores {:.0f} us, non-temporal "
-                                          "{:.0f} us",
-                                          all.plain * 1e6, all.streamed * 1e6)
+                                          "{:.0f} us ({} of {} runs with the two ranks on different CPUs)",
+                                          all.plain * 1e6, all.streamed * 1e6, all.apart, all.tries)
             : measure       ? std::string("no windows")
                             : std::string("not measured where ranks share cores");
     *note += cached ? ": plain stores" : ": non-temporal stores";

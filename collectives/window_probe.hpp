@@ -8,6 +8,8 @@
 // 1 MiB a rank (46 against 123 us for a copy in, barrier, copy out by both ranks at once).
 // The probe runs that very pattern (every rank copies 1 MiB into its window, barrier, copies the other's window
 // out, barrier) between group ranks 0 and 1, three times each way, and every rank of the group takes the result.
+// A run counts only with the two ranks on different CPUs at its start and end (unbound ranks often start out on
+// one core): up to 4x the runs, yielding between; explain() says how many counted.
 // Then the same with 64 KiB and plain stores, which prices the small rounds' window reads for the cost model
 // (WindowProbe::small_seconds_per_byte): in one placement of session 9's VM all_gather[shm_rounds] took 0.4x
 // all_gather[cma]'s time at 16-256 KiB, in session 8's 1.4x, while a fixed price chose cma in both.

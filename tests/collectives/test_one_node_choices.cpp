@@ -3,11 +3,14 @@
 // non-temporal and with plain window stores (collectives/window_probe.hpp), and the window probe itself.
 
 #include <fmt/format.h>
+#include <pthread.h>
+#include <sched.h>
 
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "collectives/cost_model.hpp"
@@ -306,6 +309,38 @@ TEST_CASE("the window probe keeps its window and buffers from one measurement to
       "shm");
   CHECK(test::summarize(recs) == std::vector<std::string>{});
   for (const std::string& n : notes) CHECK(n == notes[0]);
+}
+
+TEST_CASE("the window probe times its patterns with the two ranks on different CPUs, or says it could not",
+          "[collectives][engine]") {
+  // Ranks free to run anywhere often start out on one core: a pattern timed then is not what the windows cost.
+  // Pinned to one CPU together, every run is refused: the probe tries 4x its repetitions (3 each way), yielding,
+  // then takes the best of what it has, and says so; pinned apart, its first runs count.
+  test::ScopedEnv env("DCOMM_SHM_CACHED", nullptr);
+  const unsigned cpus = std::thread::hardware_concurrency();
+  for (bool together : {true, false}) {
+    if (!together && cpus < 2) continue;  // nothing to pin apart on
+    INFO((together ? "both ranks on CPU 0" : "ranks on CPUs 0 and 1"));
+    std::vector<std::string> notes(2);
+    auto recs = test::run_group(
+        2,
+        [&](const GroupView& view, test::RankRecord& rec) {
+          cpu_set_t set;
+          CPU_ZERO(&set);
+          CPU_SET(together ? 0 : view.rank, &set);
+          if (pthread_setaffinity_np(pthread_self(), sizeof(set), &set) != 0) {
+            rec.failures.push_back("could not pin the rank's thread");
+            return;
+          }
+          probe_cached_windows(view, true, &notes[static_cast<std::size_t>(view.rank)], test::soon(), "test");
+        },
+        "shm");
+    CHECK(test::summarize(recs) == std::vector<std::string>{});
+    CHECK(notes[0] == notes[1]);
+    CHECK(notes[0].find(together ? "(0 of 24 runs with the two ranks on different CPUs)"
+                                 : "(6 of 6 runs with the two ranks on different CPUs)") != std::string::npos);
+    UNSCOPED_INFO(notes[0]);
+  }
 }
 
 TEST_CASE("a call's plain window stores slower than the probe's non-temporal pattern mark the windows slow",
