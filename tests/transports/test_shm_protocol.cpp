@@ -26,6 +26,14 @@ Calibration slow_cma() { return {15.0, 3.0, 1.5}; }
 // A machine where the kernel's copy runs near memcpy.
 Calibration fast_cma() { return {15.0, 13.0, 1.0}; }
 
+// A size class's first two messages in measured mode: CMA first, then streaming, each taking the seconds given.
+void first_of_each(ProtocolHistory& h, uint64_t bytes, double cma_seconds, double stream_seconds) {
+  CHECK(h.pick(bytes) == LargeProtocol::kCma);
+  h.record(LargeProtocol::kCma, bytes, cma_seconds);
+  CHECK(h.pick(bytes) == LargeProtocol::kStream);
+  h.record(LargeProtocol::kStream, bytes, stream_seconds);
+}
+
 MessageFacts facts(uint64_t bytes, bool two_way = false) {
   MessageFacts m;
   m.bytes = bytes;
@@ -114,10 +122,7 @@ TEST_CASE("measured: CMA then streaming first in each size class, then the cheap
   using LP = LargeProtocol;
   ProtocolHistory h;
   const uint64_t mib = 1 << 20;
-  CHECK(h.pick(mib) == LP::kCma);
-  h.record(LP::kCma, mib, 100e-6);
-  CHECK(h.pick(mib) == LP::kStream);
-  h.record(LP::kStream, mib, 25e-6);  // streaming 4x faster here (the cached placement: session 11)
+  first_of_each(h, mib, 100e-6, 25e-6);  // streaming 4x faster here (the cached placement: session 11)
   // Another size class knows nothing yet: 64 KiB starts over; 1.5 MiB is 1 MiB's class.
   CHECK(h.pick(64 << 10) == LP::kCma);
   CHECK(h.per_byte(LP::kStream, mib + mib / 2) == Approx(25e-6 / mib));
@@ -143,10 +148,7 @@ TEST_CASE("measured: a class's first message by a protocol does not keep that pr
   using LP = LargeProtocol;
   ProtocolHistory h;
   const uint64_t four = 4 << 20;
-  CHECK(h.pick(four) == LP::kCma);
-  h.record(LP::kCma, four, 300e-6);
-  CHECK(h.pick(four) == LP::kStream);
-  h.record(LP::kStream, four, 5.9e-3);
+  first_of_each(h, four, 300e-6, 5.9e-3);
   // CMA until the stream is explored again...
   unsigned until_explored = 0;
   while (h.pick(four) == LP::kCma) {
