@@ -7,7 +7,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <memory>
 #include <thread>
+#include <vector>
 
 #include <dcomm/error.hpp>
 
@@ -209,6 +211,42 @@ TEST_CASE("a receiver finishes a stream whose sender stopped progressing, with t
     for (const auto& f : failures) UNSCOPED_INFO(f);
     CHECK(failures.empty());
   }
+  ::unsetenv("DCOMM_SHM_PROTOCOL");
+  ::unsetenv("DCOMM_SHM_CMA");
+}
+
+TEST_CASE("a receiver pulling from a sender whose send was aborted names the sender, not ptrace", "[shm]") {
+  // The sender's group failed (here: it closes its mesh) while the receiver pulled its stalled stream: the send is
+  // aborted and its buffer freed, so the next read of it fails with EFAULT. That is the sender's failure, found by
+  // the mesh (a closed transport, an exit), not a permission problem (failure_tune_shm_3 once reported one).
+  ::setenv("DCOMM_SHM_PROTOCOL", "stream", 1);
+  ::setenv("DCOMM_SHM_CMA", "1", 1);
+  constexpr std::size_t kBytes = std::size_t{256} << 20;  // ~20 ms of pulling: the buffer goes in the middle
+  std::atomic<bool> closed{false};
+  auto failures = dcomm::test::run_world("shm", 2, [&](dcomm::transport::Mesh& m, dcomm::test::RankLog& log) {
+    if (m.rank() == 0) {
+      auto out = std::make_unique<std::vector<uint8_t>>(kBytes, uint8_t{7});
+      auto s = m.isend(1, 3, out->data(), out->size());
+      std::this_thread::sleep_for(std::chrono::milliseconds(3));  // never feeds it: the receiver pulls after ~50 us
+      m.close();    // the send fails (aborted)...
+      out.reset();  // ...and its buffer is unmapped
+      closed = true;
+      return;
+    }
+    std::vector<uint8_t> in(kBytes);
+    auto r = m.irecv(0, 3, in.data(), in.size());
+    try {
+      m.wait(*r, dcomm::Deadline::after(std::chrono::seconds(30)), "recv");
+      log.expect(!closed, "the receive completed after the sender's buffer was gone");
+    } catch (const dcomm::Error& e) {
+      const std::string what = e.what();
+      log.expect(e.code() == dcomm::ErrorCode::kRemoteError, "not a RemoteError: " + what);
+      log.expect(what.find("rank 0") != std::string::npos, "does not name rank 0: " + what);
+      log.expect(what.find("ptrace") == std::string::npos, "blames permissions: " + what);
+    }
+  });
+  for (const auto& f : failures) UNSCOPED_INFO(f);
+  CHECK(failures.empty());
   ::unsetenv("DCOMM_SHM_PROTOCOL");
   ::unsetenv("DCOMM_SHM_CMA");
 }

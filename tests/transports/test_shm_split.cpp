@@ -2,7 +2,11 @@
 // sides racing for them, and whole transfers between ranks (threads) whose sender helps, or is away.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <random>
@@ -95,6 +99,40 @@ TEST_CASE("split: a piece is half the message up to kSplitPiecePages; a stale ge
   split_open(b, 42, 1 << 20, 65956);
   CHECK_FALSE(split_take(b, 42, 1 << 20, 8, false).empty());
   CHECK_FALSE(split_claim_is_for(b, 420));
+}
+
+TEST_CASE("split: each side's pieces land where they belong (this process as both sides)", "[shm][split]") {
+  // Deterministic, where a transfer between ranks depends on the sender reaching the board in time.
+  const int self = static_cast<int>(::getpid());
+  for (uint64_t bytes : {uint64_t{(64 << 10) + 5}, uint64_t{(3 << 20) + 7}}) {
+    INFO(bytes << " bytes");
+    std::vector<char> src(bytes), dst(bytes, 0);
+    for (uint64_t i = 0; i < bytes; ++i) src[i] = static_cast<char>(((i + 1) * 0x9E3779B97F4A7C15ull) >> 56);  // no period
+    SplitBoard b;
+    split_open(b, 9, bytes, 90);
+    const auto remote_src = reinterpret_cast<uint64_t>(src.data());
+    const auto remote_dst = reinterpret_cast<uint64_t>(dst.data());
+    bool front = false, back = false;
+    for (bool reading = true;; reading = !reading) {
+      int err = -1;
+      const SplitClaim c = reading ? split_read_piece(b, 9, bytes, self, dst.data(), remote_src, &err)
+                                   : split_write_piece(b, 9, 90, bytes, self, src.data(), remote_dst, &err);
+      if (c.empty()) break;
+      REQUIRE(err == 0);
+      (reading ? front : back) = true;
+    }
+    CHECK(front);
+    CHECK(back);
+    CHECK(std::equal(src.begin(), src.end(), dst.begin()));
+    // A claim on another message's board is refused, and nothing is written.
+    std::fill(dst.begin(), dst.end(), 0);
+    split_open(b, 9, bytes, 91);
+    int err = 0;
+    const SplitClaim c = split_write_piece(b, 9, 90, bytes, self, src.data(), remote_dst, &err);
+    CHECK_FALSE(c.empty());
+    CHECK(err == ESTALE);
+    CHECK(std::count(dst.begin(), dst.end(), 0) == static_cast<long>(bytes));
+  }
 }
 
 TEST_CASE("split: two threads racing for the claims of many messages copy each byte exactly once", "[shm][split]") {

@@ -79,6 +79,7 @@ bool ShmTransport::progress(ArrivalSink& sink) {
   moved = feed_streams() || moved;
   for (int r : connected_) moved = drain(r, sink) || moved;
   if (!in_streams_.empty()) moved = pull_stalled() || moved;
+  if (!helping_.empty()) moved = help_splits() || moved;
   if (!in_splits_.empty()) moved = finish_splits() || moved;
   return moved;
 }

@@ -1,11 +1,12 @@
 // The split read of a single-copy message (shm_split.hpp), both sides:
 //   receiver: split_read sets the pair's board up, posts kSplit and reads from the front; finish_split completes
 //             the receive (and acks) once the sender's pieces are written - at once, usually, or from progress();
-//   sender:   help_split, from its progress when it drains kSplit, writes from the back while its send waits for
-//             the ack. The ack comes only after the sender's part is written, so its buffer is still there for
+//   sender:   help_split, from its progress when it drains kSplit, and help_splits, from each progress call after,
+//             write from the back, a piece a call, while its send waits for the ack. The ack comes only after the sender's part is written, so its buffer is still there for
 //             the receiver to read that part itself if the sender's write failed.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include <dcomm/error.hpp>
@@ -14,6 +15,22 @@
 #include "transports/shm/shm_transport.hpp"
 
 namespace dcomm::transport::shm {
+
+SplitClaim split_read_piece(SplitBoard& b, uint16_t gen, uint64_t bytes, int pid, char* local, uint64_t remote,
+                            int* err) {
+  const SplitClaim c = split_take(b, gen, bytes, split_piece(bytes), true);
+  *err = c.empty() ? 0 : cma_read(pid, local + c.begin, remote + c.begin, c.end - c.begin);
+  return c;
+}
+
+SplitClaim split_write_piece(SplitBoard& b, uint16_t gen, uint64_t msg_id, uint64_t bytes, int pid, const char* local,
+                             uint64_t remote, int* err) {
+  const SplitClaim c = split_take(b, gen, bytes, split_piece(bytes), false);
+  *err = c.empty()                       ? 0
+         : !split_claim_is_for(b, msg_id) ? ESTALE
+                                          : cma_write(pid, remote + c.begin, local + c.begin, c.end - c.begin);
+  return c;
+}
 
 bool ShmTransport::split_read(int from, const RecordHeader& rts, char* dst, OpPtr& op) {
   Peer& p = peer(from);
@@ -35,9 +52,8 @@ bool ShmTransport::split_read(int from, const RecordHeader& rts, char* dst, OpPt
   h.offset = gen;
   post(p, h, nullptr);
   InSplit s{std::move(op), rts, dst, 0, gen, since, false};
-  const uint64_t piece = split_piece(rts.bytes);
-  for (SplitClaim c; !(c = split_take(board, gen, rts.bytes, piece, true)).empty();) {
-    const int err = cma_read(p.info.pid, dst + c.begin, rts.addr + c.begin, c.end - c.begin);
+  int err = 0;
+  for (SplitClaim c; !(c = split_read_piece(board, gen, rts.bytes, p.info.pid, dst, rts.addr, &err)).empty();) {
     if (err == ESRCH) {  // the sender is gone: it writes nothing more either
       split_cancel(board, gen);
       s.op->fail(std::make_exception_ptr(RemoteError(fmt::format(
@@ -104,23 +120,36 @@ bool ShmTransport::finish_splits() {
 }
 
 void ShmTransport::help_split(int to, const RecordHeader& h) {
-  auto it = sends_.find(h.msg_id);
-  Peer& p = peer(to);
-  if (it == sends_.end() || !p.cma) return;  // nothing to help with, or no right to write there: the receiver reads it all
+  // Nothing to help with, or no right to write there: the receiver reads it all.
+  if (sends_.count(h.msg_id) == 0 || !peer(to).cma) return;
+  Helping w{to, h.msg_id, h.addr, static_cast<uint16_t>(h.offset)};
+  if (!help_piece(w)) helping_.push_back(w);
+}
+
+bool ShmTransport::help_splits() {
+  const std::size_t before = helping_.size();
+  helping_.erase(std::remove_if(helping_.begin(), helping_.end(), [this](const Helping& w) { return help_piece(w); }),
+                 helping_.end());
+  return helping_.size() != before || !helping_.empty();
+}
+
+bool ShmTransport::help_piece(const Helping& w) {
+  // One piece a call (at most 1 MiB, ~60 us), as a pull reads a stalled stream: a sender busy in one long copy
+  // would feed none of its streams to other peers meanwhile, and they would pull too.
+  auto it = sends_.find(w.msg_id);
+  if (it == sends_.end()) return true;  // acknowledged: the receiver took the rest
   const OutMessage& m = it->second;
+  Peer& p = peer(w.to);
   SplitBoard& board = p.out.split();
-  const auto gen = static_cast<uint16_t>(h.offset);
-  const uint64_t piece = split_piece(m.bytes);
-  for (SplitClaim c; !(c = split_take(board, gen, m.bytes, piece, false)).empty();) {
-    const int err = split_claim_is_for(board, h.msg_id)
-                        ? cma_write(p.info.pid, h.addr + c.begin, m.data + c.begin, c.end - c.begin)
-                        : ESTALE;
-    if (err != 0) {
-      board.error.store(err, std::memory_order_release);
-      return;
-    }
-    board.done.fetch_add(c.end - c.begin, std::memory_order_release);
+  int err = 0;
+  const SplitClaim c = split_write_piece(board, w.gen, w.msg_id, m.bytes, p.info.pid, m.data, w.addr, &err);
+  if (c.empty()) return true;
+  if (err != 0) {
+    board.error.store(err, std::memory_order_release);
+    return true;
   }
+  board.done.fetch_add(c.end - c.begin, std::memory_order_release);
+  return false;
 }
 
 }  // namespace dcomm::transport::shm

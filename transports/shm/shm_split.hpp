@@ -111,4 +111,15 @@ inline void split_cancel(SplitBoard& b, uint16_t gen) {
   }
 }
 
+/// The receiver's next piece: claims it from the front and reads it from process `pid` (its message at `remote`)
+/// into `local` (the whole message's buffer). Returns the claim, empty when nothing is left; `*err` the read's
+/// errno (0: read).
+SplitClaim split_read_piece(SplitBoard& b, uint16_t gen, uint64_t bytes, int pid, char* local, uint64_t remote,
+                            int* err);
+/// The sender's next piece of message `msg_id`: claims it from the back and writes it from `local` (the whole
+/// message) into process `pid` at `remote` (the receiver's buffer). Returns the claim, empty when nothing is left;
+/// `*err` the write's errno, ESTALE for a claim on another message's board (nothing written), 0: written.
+SplitClaim split_write_piece(SplitBoard& b, uint16_t gen, uint64_t msg_id, uint64_t bytes, int pid, const char* local,
+                             uint64_t remote, int* err);
+
 }  // namespace dcomm::transport::shm

@@ -144,7 +144,7 @@ bool ShmTransport::pull_stalled() {
     const int from = it->first.first;
     InStream& s = it->second;
     Peer& p = peer(from);
-    if (!s.ack_at_end || !p.cma) {
+    if (!s.ack_at_end || !p.cma || s.gone) {
       ++it;
       continue;
     }
@@ -181,6 +181,17 @@ bool ShmTransport::pull_piece(int from, uint64_t msg_id, InStream& s) {
         "message; check rank {}'s log",
         from, format_bytes(s.bytes), format_bytes(s.got), p.info.pid, from, p.info.hostname, from))));
     return true;
+  }
+  if (err == EFAULT) {
+    // The sender's buffer is no longer there: its send was aborted, which happens when its own group failed (a third
+    // rank died, say). Nothing more can come; the receive waits for the mesh to learn why - the sender's exit or
+    // its closed transport, and the rank that failed first - or for its deadline, rather than fail here blaming
+    // the wrong thing (found by failure_tune_shm_3: a survivor pulling from another survivor).
+    s.gone = true;
+    DCOMM_WARN("shm rank {}: recv from rank {} ({}, {} of it in): its buffer is gone (its send was aborted); waiting "
+               "for the mesh to learn why",
+               ctx_.self.rank, from, format_bytes(s.bytes), format_bytes(s.got));
+    return false;
   }
   if (err != 0) {
     // Permission can be lost (a peer that changed credentials). The sender has stopped: there is no way to get

@@ -175,6 +175,7 @@ void ShmTransport::close() noexcept {
     s.op->fail(closed_error("a receive"));
   }
   in_splits_.clear();
+  helping_.clear();
   sends_.clear();
   streams_.clear();
   in_streams_.clear();

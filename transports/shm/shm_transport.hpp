@@ -118,6 +118,12 @@ class ShmTransport final : public Transport {
     Clock::time_point since;    ///< the receive's start, for ProtocolHistory
     bool fall_back = false;     ///< this rank's own read failed (not ESRCH): stream the message once the sender is done
   };
+  struct Helping {  ///< a split read this rank's send is helping with (shm_split.hpp): its pieces, one a call
+    int to;
+    uint64_t msg_id;
+    uint64_t addr;  ///< the receiver's buffer
+    uint16_t gen;
+  };
   struct InStream {  ///< a large receive being streamed into `dst`
     char* dst;
     uint64_t bytes;
@@ -128,6 +134,7 @@ class ShmTransport final : public Transport {
     bool pulling;     ///< this rank reads the rest itself, a piece per progress call (the sender was told kStop)
     Clock::time_point since;  ///< the kCts: a stall is measured from here or the sender's last piece
     std::chrono::microseconds stall_bound;  ///< no piece for this long: pull the rest (PullBounds)
+    bool gone = false;  ///< the sender's buffer is gone (its send aborted: its group failed): nothing left to read
   };
 
   void post(Peer& p, const RecordHeader& h, const void* payload);
@@ -145,6 +152,8 @@ class ShmTransport final : public Transport {
   bool finish_split(int from);
   bool finish_splits();
   void help_split(int to, const RecordHeader& h);
+  bool help_splits();
+  bool help_piece(const Helping& w);
   LargeProtocol protocol_for(int from, const RecordHeader& h);
   void log_choices(bool any_cma) const;
   void mark_shared_cores(const std::vector<PeerInfo>& peers);
@@ -166,6 +175,7 @@ class ShmTransport final : public Transport {
   Announcing announcing_;
   std::map<std::pair<int, uint64_t>, InStream> in_streams_;
   std::map<int, InSplit> in_splits_;  ///< by peer
+  std::vector<Helping> helping_;
   struct {  ///< large messages received, by protocol, for the log at close (what the choice did in a run)
     uint64_t cma = 0, streamed = 0, pulled = 0, split = 0;
   } counts_;
