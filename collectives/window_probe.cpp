@@ -104,8 +104,9 @@ Times measure_pair(const Context& pair, std::unique_ptr<ProbeRig>* kept) {
   };
   // Best times of `ways` patterns, run in turn (interleaved, so that a drift of the machine touches each alike)
   // until each has `want` repetitions apart or kTriesPer·want tries were made: the best apart, or the best of all
-  // where none was. `rep(way)` ends with last_barrier and returns its answer.
-  auto best_of = [&](int ways, int want, auto rep) {
+  // where none was. `rep(way)` ends with last_barrier and returns its answer. `counted`: runs go into t.apart and
+  // t.tries (the 1 MiB patterns', which explain() reports).
+  auto best_of = [&](int ways, int want, bool counted, auto rep) {
     std::vector<double> apart_best(ways, 1e30), any_best(ways, 1e30);
     std::vector<int> got(ways, 0);
     for (int tries = 0; tries < kTriesPer * want && *std::min_element(got.begin(), got.end()) < want; ++tries) {
@@ -113,7 +114,7 @@ Times measure_pair(const Context& pair, std::unique_ptr<ProbeRig>* kept) {
       for (int way = 0; way < ways; ++way) {
         const auto t0 = std::chrono::steady_clock::now();
         const bool ok = rep(way);
-        if (ways == 2) {
+        if (counted) {
           ++t.tries;
           t.apart = static_cast<int16_t>(t.apart + (ok ? 1 : 0));
         }
@@ -133,7 +134,7 @@ Times measure_pair(const Context& pair, std::unique_ptr<ProbeRig>* kept) {
     return apart_best;
   };
   barrier();
-  const std::vector<double> big = best_of(2, kRepeats, [&](int way) {
+  const std::vector<double> big = best_of(2, kRepeats, true, [&](int way) {
     const int16_t cpu = this_cpu();
     if (way == 0) {
       std::memcpy(win->of(me), src.data(), kProbeBytes);
@@ -148,14 +149,14 @@ Times measure_pair(const Context& pair, std::unique_ptr<ProbeRig>* kept) {
   t.plain = big[0];
   t.streamed = big[1];
   // The small pattern, in the same windows (the first kSmallProbeBytes of each), then barriers alone.
-  const double small = best_of(1, kSmallRepeats, [&](int) {
+  const double small = best_of(1, kSmallRepeats, false, [&](int) {
     const int16_t cpu = this_cpu();
     std::memcpy(win->of(me), src.data(), kSmallProbeBytes);
     barrier();
     std::memcpy(dst.data(), win->of(1 - me), kSmallProbeBytes);
     return last_barrier(cpu);
   })[0];
-  const double alone = best_of(1, kSmallRepeats, [&](int) { return last_barrier(this_cpu()); })[0];
+  const double alone = best_of(1, kSmallRepeats, false, [&](int) { return last_barrier(this_cpu()); })[0];
   t.small = small;
   t.barrier = alone;
   return t;

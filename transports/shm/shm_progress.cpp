@@ -215,9 +215,7 @@ void ShmTransport::receive(const Incoming& msg, void* dst, const Device& /*devic
       return;
     }
     if (err == ESRCH) {
-      op->fail(std::make_exception_ptr(RemoteError(fmt::format(
-          "shm: recv from rank {} ({}): process {} on host {} exited before its message could be read", held.peer,
-          format_bytes(held.h.bytes), p.info.pid, p.info.hostname))));
+      op->fail(sender_exited(held.peer, held.h.bytes));
       return;
     }
     // Permission can be lost (a peer that changed credentials): stream from now on.

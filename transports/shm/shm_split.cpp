@@ -2,8 +2,9 @@
 //   receiver: split_read sets the pair's board up, posts kSplit and reads from the front; finish_split completes
 //             the receive (and acks) once the sender's pieces are written - at once, usually, or from progress();
 //   sender:   help_split, from its progress when it drains kSplit, and help_splits, from each progress call after,
-//             write from the back, a piece a call, while its send waits for the ack. The ack comes only after the sender's part is written, so its buffer is still there for
-//             the receiver to read that part itself if the sender's write failed.
+//             write from the back, a piece a call, while its send waits for the ack.
+// The ack comes only after the sender's part is written, so its buffer is still there for the receiver to read
+// that part itself if the sender's write failed.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -86,9 +87,7 @@ bool ShmTransport::finish_split(int from) {
     const uint64_t begin = s.rts.bytes - s.sender_bytes;
     const int mine = cma_read(p.info.pid, s.dst + begin, s.rts.addr + begin, s.sender_bytes);
     if (mine == ESRCH) {
-      s.op->fail(std::make_exception_ptr(RemoteError(fmt::format(
-          "shm: recv from rank {} ({}): process {} on host {} exited before its message could be read", from,
-          format_bytes(s.rts.bytes), p.info.pid, p.info.hostname))));
+      s.op->fail(sender_exited(from, s.rts.bytes));
       return true;
     }
     s.fall_back = mine != 0;

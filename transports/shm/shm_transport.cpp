@@ -154,6 +154,13 @@ std::string ShmTransport::peer_failure(int rank) {
   return {};
 }
 
+std::exception_ptr ShmTransport::sender_exited(int from, uint64_t bytes) {
+  const Peer& p = peer(from);
+  return std::make_exception_ptr(RemoteError(
+      fmt::format("shm: recv from rank {} ({}): process {} on host {} exited before its message could be read", from,
+                  format_bytes(bytes), p.info.pid, p.info.hostname)));
+}
+
 std::exception_ptr ShmTransport::closed_error(const char* what) const {
   return std::make_exception_ptr(
       AbortedError(fmt::format("shm rank {}: {} was still in flight when the transport closed", ctx_.self.rank, what)));

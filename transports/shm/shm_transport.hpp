@@ -161,6 +161,8 @@ class ShmTransport final : public Transport {
   void erase_held(std::deque<Held>::iterator it);
   Peer& peer(int rank) { return peers_[static_cast<std::size_t>(rank)]; }
   std::exception_ptr closed_error(const char* what) const;
+  /// A receive from `from` of `bytes` whose sender's process is gone (a cross-memory read got ESRCH).
+  std::exception_ptr sender_exited(int from, uint64_t bytes);
 
   TransportContext ctx_;
   Knobs knobs_;
