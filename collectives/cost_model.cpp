@@ -45,9 +45,10 @@ CostParams priced_for(const GroupView& view, CostParams p) {
     p.min_local = t.min_local;
     p.shared_cores = p.shared_cores || t.shares_cores;
     p.cached_windows = p.cached_windows || t.cached_windows;
+    p.cached_small_windows = p.cached_small_windows || t.cached_small_windows || t.cached_windows;
     // The small pattern's copies, in and out, are priced at γ/2 a byte each by the rows (cost_shm_rounds_blocks):
     // what is left is the read's wait on lines crossing cores.
-    if (t.cached_windows && t.window_small_seconds_per_byte > 0 && p.window_read_beta < 0) {
+    if (p.cached_small_windows && t.window_small_seconds_per_byte > 0 && p.window_read_beta < 0) {
       p.window_read_beta = std::max(t.window_small_seconds_per_byte - p.gamma, 0.0);
     }
   }
@@ -60,6 +61,7 @@ CostParams device_priced(CostParams p) {
   p.gamma = kDeviceGamma;
   p.chunk_bytes = p.device_chunk_bytes;
   p.cached_windows = false;  // no window row runs on device memory
+  p.cached_small_windows = false;
   p.window_read_beta = -1;
   return p;
 }

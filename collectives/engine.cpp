@@ -58,6 +58,15 @@ class EngineImpl final : public Engine {
     tune_ = true;
     tune_out_ = std::move(out);
   }
+  /// DCOMM_TUNE=auto on a one-node group whose ranks have cores of their own: measure where the windows take
+  /// non-temporal stores (the model's prices are known off there: tuner.hpp), and decide again, forgetting what
+  /// was learned, whenever the windows' answer changes (probe_again). `out` as for tune().
+  void tune_by_windows(std::string out) {
+    tune_by_windows_ = true;
+    tune_out_ = std::move(out);
+    windows_cached_ = view_.hierarchy->topo.cached_windows;
+    tune_ = !windows_cached_;
+  }
   ~EngineImpl() override {
     if (view_.slots) view_.slots->settle_quietly(view_, Deadline::after(kSettleTimeout));
   }
@@ -68,6 +77,9 @@ class EngineImpl final : public Engine {
   void run(const Args& args, const std::string& algorithm, const Deadline& deadline, uint64_t seq,
            std::string_view found) override {
     if (probe_due_) probe_again(deadline, fmt::format("measuring again before {} call #{} of this group", to_string(args.coll), seq));
+    // The windows' stores changed at a measurement again (alike on every rank, at the same call): what the tuner
+    // learned was measured on another machine, in effect. Not inside a measurement (its calls come back here).
+    if (tune_by_windows_ && !measuring_ && view_.hierarchy->topo.cached_windows != windows_cached_) retune();
     // A call of the last valid call's shape (repeat_) takes what the engine derived from the shape alone; any other
     // call is validated and chosen for in full. Either way its descriptor goes through the call check below, so a
     // rank whose call differs from the others' is caught alike (the cache is this rank's, never the group's).
@@ -321,17 +333,19 @@ class EngineImpl final : public Engine {
     DCOMM_DEBUG("collectives engine rank {}/{}: window stores measured again ({}): {}", view_.rank, view_.size, during,
                 note);
     // The new yardstick for the watch (note_window_round) in any case; the choices only when the answer changed:
-    // the stores, or where plain ones fill the windows, the price of small rounds (on its grid: small_price).
+    // the stores (large or small calls'), or where plain ones fill small calls' windows, the price of small rounds
+    // (on its grid: small_price).
     const bool changed_stores = probe.cached != view_.hierarchy->topo.cached_windows;
     const bool changed_answer =
-        changed_stores ||
-        (probe.cached && probe.small_seconds_per_byte != view_.hierarchy->topo.window_small_seconds_per_byte);
+        changed_stores || probe.cached_small != view_.hierarchy->topo.cached_small_windows ||
+        (probe.cached_small && probe.small_seconds_per_byte != view_.hierarchy->topo.window_small_seconds_per_byte);
     if (changed_stores) {
       DCOMM_INFO("collectives engine rank {}/{}: shared-memory windows now filled with {} ({})", view_.rank,
                  view_.size, probe.cached ? "plain stores" : "non-temporal stores", note);
     }
     auto changed = std::make_shared<Hierarchy>(*view_.hierarchy);
     changed->topo.cached_windows = probe.cached;
+    changed->topo.cached_small_windows = probe.cached_small;
     changed->topo.window_streamed_seconds = probe.streamed_seconds;
     changed->topo.window_small_seconds_per_byte = probe.small_seconds_per_byte;
     {
@@ -339,6 +353,16 @@ class EngineImpl final : public Engine {
       view_.hierarchy = std::move(changed);
     }
     if (changed_answer) selector_.invalidate();
+  }
+
+  void retune() {
+    windows_cached_ = view_.hierarchy->topo.cached_windows;
+    tune_ = !windows_cached_;
+    tuned_classes_.clear();
+    selector_.forget_learned();
+    DCOMM_DEBUG("collectives engine rank {}/{}: windows now filled with {} stores: learned choices forgotten, {}",
+                view_.rank, view_.size, windows_cached_ ? "plain" : "non-temporal",
+                tune_ ? "measuring choices again (DCOMM_TUNE=auto)" : "the cost model chooses");
   }
 
   // The largest buffer of a call, for error messages.
@@ -384,6 +408,8 @@ class EngineImpl final : public Engine {
   static constexpr uint64_t kTuneSeqBase = 0xC0000;
   static constexpr uint64_t kTuneSeqMask = 0x1FFFF;
   bool tune_ = false;
+  bool tune_by_windows_ = false;  ///< tune_by_windows(): tune_ follows the windows' stores
+  bool windows_cached_ = false;   ///< the stores tune_ was decided for
   std::string tune_out_;
   bool measuring_ = false;
   uint64_t tune_calls_ = 0;
@@ -440,6 +466,7 @@ std::unique_ptr<Engine> Engine::create(const GroupView& group, const EngineOptio
     const bool measure = !view.hierarchy->topo.shares_cores;
     const WindowProbe probe = probe_cached_windows(view, measure, &windows, Deadline::after(std::chrono::seconds(60)));
     measured->topo.cached_windows = probe.cached;
+    measured->topo.cached_small_windows = probe.cached_small;
     measured->topo.window_streamed_seconds = probe.streamed_seconds;
     measured->topo.window_small_seconds_per_byte = probe.small_seconds_per_byte;
     reprobe = measure && !probe.forced;
@@ -461,11 +488,14 @@ std::unique_ptr<Engine> Engine::create(const GroupView& group, const EngineOptio
                                              static_cast<std::size_t>(device_chunk), check, params, std::move(source),
                                              std::move(forced), std::move(rules), rules_path);
   // Measured choices (tuner.hpp), like the window probe's again only with the call check on: the measurement
-  // starts at a call every rank has compared.
+  // starts at a call every rank has compared. By default where the model's prices are known not to hold: ranks
+  // sharing cores, and one-node groups whose windows take non-temporal stores (decided again as those change).
   const TuneMode tune = tune_mode_from_env();
   const bool shared = view.hierarchy->topo.shares_cores;
   if (check && view.size > 1 && (tune == TuneMode::kOn || (tune == TuneMode::kAuto && shared))) {
     engine->tune(env::get("DCOMM_TUNE_OUT").value_or(""));
+  } else if (check && view.size > 1 && tune == TuneMode::kAuto && group_on_one_host(view)) {
+    engine->tune_by_windows(env::get("DCOMM_TUNE_OUT").value_or(""));
   }
   // Only with the call check on: without it the ranks' calls may differ, and so may their counts.
   if (reprobe && check) engine->measure_windows_again(static_cast<uint64_t>(

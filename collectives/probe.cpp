@@ -18,6 +18,7 @@
 #include "collectives/shm_segments.hpp"
 #include "collectives/topology.hpp"
 #include "common/env.hpp"
+#include "common/log.hpp"
 
 namespace dcomm::coll {
 
@@ -123,7 +124,11 @@ CostParams fit_cost_model(const GroupView& view, std::size_t chunk_bytes, std::s
   const bool measured = all.v[3] > 0;
   p.alpha_intra = measured ? all.v[3] : p.alpha;
   p.beta_intra = measured ? all.v[4] : p.beta;
-  if (!from_file) p = stabilize(p, group_on_one_host(view), source);
+  if (!from_file) {
+    DCOMM_DEBUG("collectives engine rank {}/{}: link probe measured alpha {:.3f} us, beta {:.4f} ns/B, gamma {:.4f} ns/B",
+                view.rank, view.size, p.alpha * 1e6, p.beta * 1e9, p.gamma * 1e9);
+    p = stabilize(p, group_on_one_host(view), source);
+  }
   return p;
 }
 

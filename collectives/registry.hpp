@@ -12,6 +12,10 @@
 
 namespace dcomm::coll {
 
+/// The largest call (the cost model's n) whose window stores follow the group's probe at 64 KiB
+/// (collectives/window_probe.hpp: WindowProbe::cached_small); larger ones follow its answer at 1 MiB.
+inline constexpr std::size_t kShmSmallCachedBytes = std::size_t{256} << 10;
+
 /// The α–β–γ model's parameters (seconds per message, per byte moved, per byte reduced) and the pipelining
 /// chunk the algorithms cut messages into.
 /// α and β are the group's slowest link, the one the flat algorithms are priced with (on a group that spans nodes,
@@ -36,7 +40,14 @@ struct CostParams {
   /// Plain stores into shared-memory windows reach other cores fast (Topology::cached_windows): the windows'
   /// copies then run at cache speed instead of memory speed.
   bool cached_windows = false;
-  /// With cached_windows: the price of a byte read from a window in a small round, up to kShmStreamingReadBytes
+  /// The same for calls of model size up to kShmSmallCachedBytes (Topology::cached_small_windows).
+  bool cached_small_windows = false;
+  /// Whether a call of model size n fills the windows with plain stores (collectives/window_probe.hpp,
+  /// cached_windows(Context), which the algorithms follow): never where ranks share cores.
+  bool plain_windows(double n) const {
+    return !shared_cores && (cached_windows || (cached_small_windows && n <= double(kShmSmallCachedBytes)));
+  }
+  /// With plain window stores: the price of a byte read from a window in a small round, up to kShmStreamingReadBytes
   /// of a call's reads (the group's probe: Topology::window_small_seconds_per_byte less the copies' γ, at least 0);
   /// negative where not measured, β then (small_window_read).
   double window_read_beta = -1;

@@ -125,7 +125,8 @@ void run_round_copies(const std::vector<Copy>& a, const std::vector<Copy>& b, bo
 // copies are judged at its end (note_window_round), since single rounds of a large call vary by 4x either way.
 class RoundCopies {
  public:
-  RoundCopies(const Context& c, bool cached) : c_(c), cached_(cached), timed_(cached && c.windows != nullptr) {}
+  RoundCopies(const Context& c, bool cached)
+      : c_(c), cached_(cached), timed_(cached && c.windows != nullptr && cached_large_windows(c)) {}
   ~RoundCopies() {
     if (timed_ && copied_ > 0 && std::uncaught_exceptions() == 0) note_window_round(c_, copied_, seconds_);
   }

@@ -29,6 +29,8 @@ struct Topology {
   /// One-node groups: plain stores into a shared-memory window reach another core faster than non-temporal ones
   /// (collectives/window_probe.hpp: measured at Engine::create, alike on every rank).
   bool cached_windows = false;
+  /// The same for small calls (WindowProbe::cached_small: up to kShmSmallCachedBytes): true where cached_windows.
+  bool cached_small_windows = false;
   /// The probe's time for its pattern with non-temporal stores (1 MiB a rank in, barrier, out; seconds; 0 where
   /// not measured): what a round of plain stores is held against (window_stores_slow).
   double window_streamed_seconds = 0;

@@ -27,7 +27,9 @@ struct Algorithm;
 enum class TuneMode {
   kOff,
   kOn,    ///< every group of two ranks or more, with the call check on
-  kAuto,  ///< the default: groups whose ranks share cores (Topology::shares_cores), where the model is known off
+  /// The default: groups whose ranks share cores (Topology::shares_cores) and one-node groups whose windows take
+  /// non-temporal stores (Topology::cached_windows false), where the model is known off (docs/algorithms.md).
+  kAuto,
 };
 
 /// DCOMM_TUNE: "off", "on" or "auto" (unset: auto). Throws InvalidUsageError naming the variable otherwise.

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "collectives/cost_model.hpp"
 #include "collectives/dissemination.hpp"
 #include "collectives/shm_segments.hpp"
 #include "collectives/stream_copy.hpp"
@@ -197,6 +198,9 @@ WindowProbe probe_cached_windows(const GroupView& view, bool measure, std::strin
   const bool measured = all.plain > 0 && all.streamed > 0;
   const bool cached = all.forced >= 0 ? all.forced == 1 : measured && all.plain < 0.75 * all.streamed;
   const double small = measured && all.small > 0 ? small_price(all.small, all.barrier) : 0.0;
+  const double scale = double(kSmallProbeBytes) / double(std::size_t{1} << 20);
+  const bool cached_small =
+      all.forced >= 0 ? all.forced == 1 : cached || (measured && all.small > 0 && all.small < 0.75 * scale * all.streamed);
   if (note != nullptr) {
     *note = all.forced >= 0 ? fmt::format("DCOMM_SHM_CACHED={}", all.forced)
             : measured      ? fmt::format("1 MiB through a window each way: plain stores {:.0f} us, non-temporal "
@@ -210,11 +214,19 @@ WindowProbe probe_cached_windows(const GroupView& view, bool measure, std::strin
                            "and out",
                            all.small * 1e6, all.barrier * 1e6, small * 1e9);
     }
+    if (cached_small && !cached) *note += fmt::format("; plain stores up to {}", format_bytes(kShmSmallCachedBytes));
   }
-  return WindowProbe{cached, all.forced >= 0, measured ? all.streamed : 0.0, small};
+  return WindowProbe{cached, cached_small, all.forced >= 0, measured ? all.streamed : 0.0, small};
 }
 
-bool cached_windows(const Context& c) { return c.view.hierarchy && c.view.hierarchy->topo.cached_windows; }
+bool cached_windows(const Context& c) {
+  if (!c.view.hierarchy) return false;
+  const Topology& t = c.view.hierarchy->topo;
+  return t.cached_windows ||
+         (t.cached_small_windows && model_bytes(c.args, c.size()) <= double(kShmSmallCachedBytes));
+}
+
+bool cached_large_windows(const Context& c) { return c.view.hierarchy && c.view.hierarchy->topo.cached_windows; }
 
 void note_window_round(const Context& c, std::size_t copied, double seconds) {
   if (c.windows == nullptr || !c.view.hierarchy) return;

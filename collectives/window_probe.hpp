@@ -40,6 +40,13 @@ class ShmWindows;
 /// wait is bounded by `deadline` (a dead rank fails it, named, and the error says it happened `during` what).
 struct WindowProbe {
   bool cached = false;  ///< plain stores
+  /// Plain stores for small calls (model size up to kShmSmallCachedBytes): where `cached`, or where the small
+  /// pattern with plain stores took under 3/4 of the 1 MiB pattern's time with non-temporal ones scaled to its
+  /// size. The 1 MiB answer does not carry down: in one placement of session 16's VM the 1 MiB pattern took 85 us
+  /// with plain stores against 92 non-temporal (so non-temporal), while 64 KiB took 2.3 us with plain stores, and
+  /// all_reduce[shm_direct] of 64 KiB took 4.2-4.3 us with plain window stores against 5.8-6.2 with non-temporal
+  /// ones (the model then chose cma, 7.8-8.2).
+  bool cached_small = false;
   bool forced = false;  ///< DCOMM_SHM_CACHED decided (on some rank): measuring again would change nothing
   double streamed_seconds = 0;  ///< the pattern's time with non-temporal stores (0: not measured)
   /// The small pattern (kSmallProbeBytes in, barrier, out, barrier, plain stores) less its two barriers, per byte
@@ -74,9 +81,14 @@ WindowProbe probe_cached_windows(const GroupView& view, bool measure, std::strin
 inline constexpr double kReprobeBytes = double(std::size_t{1} << 30);
 inline constexpr uint64_t kReprobeCalls = 1 << 16;
 
-/// What the group's probe found (Topology::cached_windows); false on a view without a topology (a node's view
-/// inside a hierarchical algorithm).
+/// Whether this call fills the windows with plain stores, as the group's probe found for its size
+/// (Topology::cached_windows, or cached_small_windows for a call whose model size is at most kShmSmallCachedBytes:
+/// the cost model prices it so, CostParams::plain_windows); false on a view without a topology (a node's view
+/// inside a hierarchical algorithm). Alike on every rank of a call.
 bool cached_windows(const Context& c);
+/// Whether the group's probe found plain stores faster at 1 MiB (Topology::cached_windows): the rounds of a call
+/// that takes them are watched against the probe's time (note_window_round); a small call's are not.
+bool cached_large_windows(const Context& c);
 
 /// Between measurements the cores can move (the VM of session 8 flipped within seconds, and a stale answer of
 /// plain stores made all_to_all[shm_rounds] 5x slower than OpenMPI until the next measurement): the rows that fill

@@ -28,7 +28,7 @@ void run_all_gather_shm_rounds(Context& c) {
 }  // namespace
 
 double cost_shm_rounds_blocks(const CostParams& p, double n, int size, double copied_in, double reads, int written) {
-  const bool cached = p.cached_windows && !p.shared_cores;
+  const bool cached = p.plain_windows(n);
   const double limit = static_cast<double>(cached ? kShmCachedRoundBytes : kShmRoundBytes);
   const double rounds = std::max(1.0, std::ceil(n * written / limit));
   return call_check_cost(p, size) + rounds * p.alpha / 4 +

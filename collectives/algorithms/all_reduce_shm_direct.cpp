@@ -45,7 +45,7 @@ double cost_shm_rounds(const CostParams& p, double n, int size) {
   // measured 1.1-2.7x faster on 2 ranks at every size from 16 KiB to 64 MiB (2026-11-25, session 6).
   // Still with the separate check although the check is its first barrier: without the check's share it
   // undercuts all_reduce[bruck] on small calls that bruck serves faster.
-  const bool cached = p.cached_windows && !p.shared_cores;
+  const bool cached = p.plain_windows(n);
   const double round = static_cast<double>(cached ? kShmCachedRoundBytes : kShmRoundBytes);
   const double start = 2.0 * std::max(1.0, std::ceil(n / round)) * log2_rounds(size) * p.alpha + call_check_cost(p, size);
   if (!cached) return start + 2.0 * fraction(size) * n * p.beta + (1.0 + 2.0 * fraction(size)) * n * p.gamma;

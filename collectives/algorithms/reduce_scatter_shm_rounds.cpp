@@ -30,7 +30,7 @@ void run_reduce_scatter_shm_rounds(Context& c) {
 }
 
 double cost_reduce_scatter_shm_rounds(const CostParams& p, double n, int size) {
-  const bool cached = p.cached_windows && !p.shared_cores;
+  const bool cached = p.plain_windows(n);
   const double limit = static_cast<double>(cached ? kShmCachedRoundBytes : kShmRoundBytes);
   const double reads = fraction(size) * n;
   const double rounds = std::max(1.0, std::ceil(reads / limit));

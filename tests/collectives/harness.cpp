@@ -13,6 +13,14 @@
 
 namespace dcomm::test {
 
+coll::GroupView with_topology(const coll::GroupView& node, const std::function<void(coll::Topology&)>& change) {
+  auto h = std::make_shared<coll::Hierarchy>(node.hierarchy ? *node.hierarchy : *coll::build_hierarchy(node));
+  change(h->topo);
+  coll::GroupView v = node;
+  v.hierarchy = std::move(h);
+  return v;
+}
+
 std::vector<RankRecord> run_group(int size, const GroupBody& body, const std::string& transport,
                                   const std::vector<int>& nodes) {
   std::vector<std::string> hosts;

@@ -10,6 +10,7 @@
 
 #include "collectives/engine.hpp"
 #include "collectives/registry.hpp"
+#include "collectives/topology.hpp"
 
 namespace dcomm::test {
 
@@ -51,6 +52,10 @@ coll::GroupView fake_view(int rank, int size);
 coll::GroupView placed_view(const std::vector<std::string>& hosts);
 
 /// Sets an environment variable for the scope (tests of DCOMM_* knobs), restoring it afterwards.
+/// `node` with a copy of its topology (built as the engine builds it where the view has none) that `change` edits:
+/// a placement or a window probe's answer set by the test.
+coll::GroupView with_topology(const coll::GroupView& node, const std::function<void(coll::Topology&)>& change);
+
 class ScopedEnv {
  public:
   ScopedEnv(const char* name, const char* value);

@@ -180,15 +180,12 @@ TEST_CASE("plain-store windows below 1 MiB follow the probe's small pattern: fas
   auto recs = test::run_group(2, [&](const GroupView& node, test::RankRecord& rec) {
     // The group's topology as the engine builds it, with a core for each rank (where ranks share cores there is
     // no probe to price with) and the probe's answer set here.
-    const std::shared_ptr<const Hierarchy> own = node.hierarchy ? node.hierarchy : build_hierarchy(node);
     auto priced = [&](double seconds_per_byte) {
-      auto h = std::make_shared<Hierarchy>(*own);
-      h->topo.shares_cores = false;
-      h->topo.cached_windows = true;
-      h->topo.window_small_seconds_per_byte = seconds_per_byte;
-      GroupView v = node;
-      v.hierarchy = std::move(h);
-      return v;
+      return test::with_topology(node, [&](Topology& t) {
+        t.shares_cores = false;
+        t.cached_windows = true;
+        t.window_small_seconds_per_byte = seconds_per_byte;
+      });
     };
     auto expect = [&](const GroupView& v, const Args& a, const std::string& want, const std::string& what) {
       const std::string got = cheapest(a, v, p)->name;
@@ -238,6 +235,53 @@ TEST_CASE("plain-store windows below 1 MiB follow the probe's small pattern: fas
       expect(slow, sample_args(Collective::kAllToAll, bytes, 2), "cma", "all_to_all of " + what);
       expect(slow, sample_args(Collective::kAllReduce, bytes, 2), "cma", "all_reduce of " + what);
     }
+  });
+  CHECK(test::summarize(recs) == std::vector<std::string>{});
+}
+
+TEST_CASE("plain stores for small calls alone: the rows follow the probe's 64 KiB answer up to 256 KiB, its 1 MiB "
+          "answer beyond, alike in the model and at run time",
+          "[collectives][engine]") {
+  // Session 16: a placement where the 1 MiB pattern took 85 us with plain stores against 92 non-temporal (so
+  // non-temporal) while 64 KiB took 2.3 us with plain stores; all_reduce[shm_direct] of 64 KiB took 4.2 us with
+  // plain window stores against 5.8-6.2 with non-temporal ones.
+  const CostParams p = test::one_node_params();
+  auto recs = test::run_group(2, [&](const GroupView& node, test::RankRecord& rec) {
+    auto viewed = [&](bool cached, bool cached_small, bool shared) {
+      return test::with_topology(node, [&](Topology& t) {
+        t.shares_cores = shared;
+        t.cached_windows = cached;
+        t.cached_small_windows = cached_small;
+        t.window_small_seconds_per_byte = small_price(2.47e-6, 0.29e-6);
+      });
+    };
+    auto fail_if = [&](bool bad, const std::string& what) {
+      if (bad) rec.failures.push_back(what);
+    };
+    std::vector<float> x(std::size_t{1} << 18);
+    auto at_run_time = [&](const GroupView& v, std::size_t bytes) {
+      Args a;
+      a.coll = Collective::kAllReduce;
+      a.send = a.recv = Buffer(x.data(), bytes / sizeof(float));
+      Context c(a, v, test::soon(), 0, "test", 1 << 19);
+      return cached_windows(c);
+    };
+    const GroupView small_only = viewed(false, true, false);
+    const CostParams priced = priced_for(small_only, p);
+    fail_if(!priced.plain_windows(64 << 10) || !priced.plain_windows(256 << 10), "small calls priced non-temporal");
+    fail_if(priced.plain_windows((256 << 10) + 4) || priced.plain_windows(1 << 20), "a large call priced plain");
+    fail_if(priced.window_read_beta < 0, "no small window price where small calls take plain stores");
+    fail_if(!at_run_time(small_only, 64 << 10) || !at_run_time(small_only, 256 << 10), "small calls run non-temporal");
+    fail_if(at_run_time(small_only, (256 << 10) + 4) || at_run_time(small_only, 1 << 20), "a large call runs plain");
+    // The 1 MiB answer covers every size; ranks sharing cores are priced non-temporal (no probe there).
+    const GroupView both = viewed(true, true, false);
+    fail_if(!priced_for(both, p).plain_windows(64 << 20) || !at_run_time(both, 1 << 20), "plain answer not taken");
+    fail_if(priced_for(viewed(false, true, true), p).plain_windows(64 << 10), "cores shared, yet priced plain");
+    const GroupView neither = viewed(false, false, false);
+    fail_if(priced_for(neither, p).plain_windows(64 << 10) || at_run_time(neither, 64 << 10), "plain without an answer");
+    // The model then takes the window row at 64 KiB as it does with plain stores throughout (the test above).
+    const std::string got = cheapest(sample_args(Collective::kAllReduce, 64 << 10, 2), small_only, p)->name;
+    fail_if(got != "shm_direct", "all_reduce of 64 KiB, small calls plain: " + got);
   });
   CHECK(test::summarize(recs) == std::vector<std::string>{});
 }

@@ -16,6 +16,7 @@
 
 #include "collectives/cost_model.hpp"
 #include "collectives/rules.hpp"
+#include "collectives/selector.hpp"
 #include "collectives/tuner.hpp"
 #include "tests/collectives/cases.hpp"
 #include "tests/collectives/harness.hpp"
@@ -260,4 +261,56 @@ TEST_CASE("DCOMM_TUNE_OUT: rank 0 saves what the group learned; a later group ta
   });
   CHECK(test::summarize(records).empty());
   std::remove(path.c_str());
+}
+
+TEST_CASE("DCOMM_TUNE=auto on one node: measured where the windows take non-temporal stores, not where plain ones",
+          "[collectives][tuner]") {
+  // Session 16, 2 ranks bound: with non-temporal window stores the model's choices measured 1.3-3x the fastest
+  // row's time at 16 KiB - 4 MiB (its β is the link probe's, 4x the transport's steady 0.02-0.03 ns a byte); with
+  // plain ones 37 of 40 sizes and collectives were within 10% of the fastest, as the model chose.
+  test::ScopedEnv tune("DCOMM_TUNE", nullptr);
+  for (const char* cached : {"0", "1"}) {
+    test::ScopedEnv stores("DCOMM_SHM_CACHED", cached);
+    auto records = test::run_group(2, [&](const GroupView& view, test::RankRecord& rec) {
+      // Threads as ranks share the process's cores, where groups always measure: a core each, as bound ranks.
+      auto engine = Engine::create(test::with_topology(view, [](Topology& t) { t.shares_cores = false; }));
+      std::vector<float> x(2000, 1.0f);
+      sum_in_place(*engine, x, 2000, 0);  // 8,000 B: class 4-8 KiB
+      if (x[0] != 2.0f || x[1999] != 2.0f) rec.failures.push_back(fmt::format("sum {}", x[0]));
+      const std::string e = engine->explain(Collective::kAllReduce, 8000);
+      const bool measured = e.find("measured by this group, DCOMM_TUNE: before call #0") != std::string::npos;
+      if (std::string(cached) == "0" && !measured) rec.failures.push_back("non-temporal windows, not measured: " + e);
+      if (std::string(cached) == "1" && measured) rec.failures.push_back("plain windows, measured: " + e);
+    });
+    auto failures = test::summarize(records);
+    INFO("DCOMM_SHM_CACHED=" << cached << ": " << (failures.empty() ? "" : failures.front()));
+    CHECK(failures.empty());
+  }
+}
+
+TEST_CASE("forget_learned: learned rules stop counting and are not saved; rules learned after count",
+          "[collectives][tuner]") {
+  auto records = test::run_group(2, [&](const GroupView& view, test::RankRecord& rec) {
+    Selector s(test::one_node_params(), "test", {}, {}, "");
+    const Args a = sample_args(Collective::kAllReduce, 6000, 2);
+    const std::string model = s.choose(a, view, "").name;
+    const std::string other = model == "ring" ? "tree" : "ring";
+    Rule r;
+    r.coll = Collective::kAllReduce;
+    r.ranks = 2;
+    r.min_bytes = 4096;
+    r.max_bytes = 8192;
+    r.algorithm = other;
+    s.add_learned(r, "measured");
+    auto fail_if = [&](bool bad, const std::string& what) {
+      if (bad) rec.failures.push_back(what);
+    };
+    fail_if(!s.decided(a, view) || s.choose(a, view, "").name != other || s.learned_rules().size() != 1, "not learned");
+    s.forget_learned();
+    fail_if(s.decided(a, view) || s.choose(a, view, "").name != model || !s.learned_rules().empty(), "not forgotten");
+    fail_if(s.explain(Collective::kAllReduce, 6000, view).find("measured") != std::string::npos, "explained after");
+    s.add_learned(r, "measured again");
+    fail_if(s.choose(a, view, "").name != other || s.learned_rules().size() != 1, "a rule learned after not taken");
+  });
+  CHECK(test::summarize(records).empty());
 }
