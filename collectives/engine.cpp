@@ -58,14 +58,12 @@ class EngineImpl final : public Engine {
     tune_ = true;
     tune_out_ = std::move(out);
   }
-  /// DCOMM_TUNE=auto on a one-node group whose ranks have cores of their own: measure where the windows take
-  /// non-temporal stores (the model's prices are known off there: tuner.hpp), and decide again, forgetting what
-  /// was learned, whenever the windows' answer changes (probe_again). `out` as for tune().
+  /// DCOMM_TUNE=auto on a one-node group whose ranks have cores of their own: measure from the first call whose
+  /// windows take non-temporal stores (the model's prices are known off there: tuner.hpp), at group creation or
+  /// after a measurement again (probe_again). `out` as for tune().
   void tune_by_windows(std::string out) {
     tune_by_windows_ = true;
     tune_out_ = std::move(out);
-    windows_cached_ = view_.hierarchy->topo.cached_windows;
-    tune_ = !windows_cached_;
   }
   ~EngineImpl() override {
     if (view_.slots) view_.slots->settle_quietly(view_, Deadline::after(kSettleTimeout));
@@ -77,9 +75,11 @@ class EngineImpl final : public Engine {
   void run(const Args& args, const std::string& algorithm, const Deadline& deadline, uint64_t seq,
            std::string_view found) override {
     if (probe_due_) probe_again(deadline, fmt::format("measuring again before {} call #{} of this group", to_string(args.coll), seq));
-    // The windows' stores changed at a measurement again (alike on every rank, at the same call): what the tuner
-    // learned was measured on another machine, in effect. Not inside a measurement (its calls come back here).
-    if (tune_by_windows_ && !measuring_ && view_.hierarchy->topo.cached_windows != windows_cached_) retune();
+    // From the first call with non-temporal window stores on (alike on every rank: the stores change at the same
+    // call everywhere), classes are measured at their next first call; what was learned stays. Forgetting it when
+    // the stores changed again measured every class anew inside a program's loop each time the VM moved its cores
+    // (a 64 MiB all_reduce measured again mid-loop took 20 calls 840 ms instead of 180, session 16).
+    if (tune_by_windows_ && !tune_ && !view_.hierarchy->topo.cached_windows) tune_ = true;
     // A call of the last valid call's shape (repeat_) takes what the engine derived from the shape alone; any other
     // call is validated and chosen for in full. Either way its descriptor goes through the call check below, so a
     // rank whose call differs from the others' is caught alike (the cache is this rank's, never the group's).
@@ -355,16 +355,6 @@ class EngineImpl final : public Engine {
     if (changed_answer) selector_.invalidate();
   }
 
-  void retune() {
-    windows_cached_ = view_.hierarchy->topo.cached_windows;
-    tune_ = !windows_cached_;
-    tuned_classes_.clear();
-    selector_.forget_learned();
-    DCOMM_DEBUG("collectives engine rank {}/{}: windows now filled with {} stores: learned choices forgotten, {}",
-                view_.rank, view_.size, windows_cached_ ? "plain" : "non-temporal",
-                tune_ ? "measuring choices again (DCOMM_TUNE=auto)" : "the cost model chooses");
-  }
-
   // The largest buffer of a call, for error messages.
   static std::size_t largest_bytes(const Args& a) { return std::max(a.send.bytes(), a.recv.bytes()); }
 
@@ -408,8 +398,7 @@ class EngineImpl final : public Engine {
   static constexpr uint64_t kTuneSeqBase = 0xC0000;
   static constexpr uint64_t kTuneSeqMask = 0x1FFFF;
   bool tune_ = false;
-  bool tune_by_windows_ = false;  ///< tune_by_windows(): tune_ follows the windows' stores
-  bool windows_cached_ = false;   ///< the stores tune_ was decided for
+  bool tune_by_windows_ = false;  ///< tune_by_windows(): tune_ turns on with non-temporal window stores
   std::string tune_out_;
   bool measuring_ = false;
   uint64_t tune_calls_ = 0;

@@ -108,7 +108,7 @@ const Rule* Selector::rule_for(const Args& args, const GroupView& view, bool* le
   std::lock_guard<std::mutex> lock(mu_);
   for (const Learned& l : learned_) {
     const Rule* r = &l.rule;
-    if (l.epoch != forgotten_ || !rule_matches(*r, args.coll, view.size, n, device) || !usable(r)) continue;
+    if (!rule_matches(*r, args.coll, view.size, n, device) || !usable(r)) continue;
     if (learned != nullptr) *learned = true;
     if (how != nullptr) *how = l.how;
     return r;  // a deque that only grows: the rule stays where it is
@@ -119,15 +119,7 @@ const Rule* Selector::rule_for(const Args& args, const GroupView& view, bool* le
 void Selector::add_learned(Rule rule, std::string how) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    learned_.push_back(Learned{std::move(rule), std::move(how), forgotten_});
-  }
-  invalidate();
-}
-
-void Selector::forget_learned() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++forgotten_;
+    learned_.push_back(Learned{std::move(rule), std::move(how)});
   }
   invalidate();
 }
@@ -135,9 +127,7 @@ void Selector::forget_learned() {
 std::vector<Rule> Selector::learned_rules() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<Rule> out;
-  for (const Learned& l : learned_) {
-    if (l.epoch == forgotten_) out.push_back(l.rule);
-  }
+  for (const Learned& l : learned_) out.push_back(l.rule);
   return out;
 }
 

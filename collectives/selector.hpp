@@ -46,11 +46,8 @@ class Selector {
   /// A rule this group measured itself (DCOMM_TUNE, collectives/tuner.hpp), taken after the file's rules and
   /// before the cost model; `how` is what explain() shows of the measurement. Makes the choices again.
   void add_learned(Rule rule, std::string how);
-  /// The learned rules so far, in the order learned (since the last forget_learned()).
+  /// The learned rules so far, in the order learned.
   std::vector<Rule> learned_rules() const;
-  /// Learned rules stop counting (they were measured where the machine behaved otherwise: the engine's windows
-  /// changed stores); the classes are measured again. Makes the choices again.
-  void forget_learned();
   /// Whether a call's choice is already made without the model: a set_algorithm() or DCOMM_ALGO name for its
   /// collective, or a rule (the file's or a learned one) for its size. The tuner measures only the other calls.
   bool decided(const Args& args, const GroupView& view) const;
@@ -93,10 +90,8 @@ class Selector {
   struct Learned {
     Rule rule;
     std::string how;
-    uint64_t epoch = 0;  ///< forgotten_ when learned: counts only while it still is
   };
-  std::deque<Learned> learned_;  ///< under mu_; only grows (forgotten rules stay, uncounted), so references stay valid
-  uint64_t forgotten_ = 0;       ///< under mu_: forget_learned() calls so far
+  std::deque<Learned> learned_;  ///< under mu_; only grows (a class is measured once), so references stay valid
   std::atomic<uint64_t> overrides_generation_{1};
   // Touched only by choose(), which the engine calls for one call of the group at a time.
   mutable std::array<Remembered, 8> remembered_{};

@@ -16,7 +16,6 @@
 
 #include "collectives/cost_model.hpp"
 #include "collectives/rules.hpp"
-#include "collectives/selector.hpp"
 #include "collectives/tuner.hpp"
 #include "tests/collectives/cases.hpp"
 #include "tests/collectives/harness.hpp"
@@ -286,31 +285,4 @@ TEST_CASE("DCOMM_TUNE=auto on one node: measured where the windows take non-temp
     INFO("DCOMM_SHM_CACHED=" << cached << ": " << (failures.empty() ? "" : failures.front()));
     CHECK(failures.empty());
   }
-}
-
-TEST_CASE("forget_learned: learned rules stop counting and are not saved; rules learned after count",
-          "[collectives][tuner]") {
-  auto records = test::run_group(2, [&](const GroupView& view, test::RankRecord& rec) {
-    Selector s(test::one_node_params(), "test", {}, {}, "");
-    const Args a = sample_args(Collective::kAllReduce, 6000, 2);
-    const std::string model = s.choose(a, view, "").name;
-    const std::string other = model == "ring" ? "tree" : "ring";
-    Rule r;
-    r.coll = Collective::kAllReduce;
-    r.ranks = 2;
-    r.min_bytes = 4096;
-    r.max_bytes = 8192;
-    r.algorithm = other;
-    s.add_learned(r, "measured");
-    auto fail_if = [&](bool bad, const std::string& what) {
-      if (bad) rec.failures.push_back(what);
-    };
-    fail_if(!s.decided(a, view) || s.choose(a, view, "").name != other || s.learned_rules().size() != 1, "not learned");
-    s.forget_learned();
-    fail_if(s.decided(a, view) || s.choose(a, view, "").name != model || !s.learned_rules().empty(), "not forgotten");
-    fail_if(s.explain(Collective::kAllReduce, 6000, view).find("measured") != std::string::npos, "explained after");
-    s.add_learned(r, "measured again");
-    fail_if(s.choose(a, view, "").name != other || s.learned_rules().size() != 1, "a rule learned after not taken");
-  });
-  CHECK(test::summarize(records).empty());
 }
