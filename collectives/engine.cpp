@@ -11,6 +11,7 @@
 #include <mutex>
 #include <new>
 #include <set>
+#include <tuple>
 #include <utility>
 
 #include "collectives/call_check.hpp"
@@ -58,9 +59,10 @@ class EngineImpl final : public Engine {
     tune_ = true;
     tune_out_ = std::move(out);
   }
-  /// DCOMM_TUNE=auto on a one-node group whose ranks have cores of their own: measure from the first call whose
-  /// windows take non-temporal stores (the model's prices are known off there: tuner.hpp), at group creation or
-  /// after a measurement again (probe_again). `out` as for tune().
+  /// DCOMM_TUNE=auto on a one-node group whose ranks have cores of their own: measure while the windows take
+  /// non-temporal stores (the model's prices are known off there: tuner.hpp), at group creation or after a
+  /// measurement again (probe_again), into a set of learned rules of their own; the model chooses while plain
+  /// stores fill them. `out` as for tune().
   void tune_by_windows(std::string out) {
     tune_by_windows_ = true;
     tune_out_ = std::move(out);
@@ -75,11 +77,16 @@ class EngineImpl final : public Engine {
   void run(const Args& args, const std::string& algorithm, const Deadline& deadline, uint64_t seq,
            std::string_view found) override {
     if (probe_due_) probe_again(deadline, fmt::format("measuring again before {} call #{} of this group", to_string(args.coll), seq));
-    // From the first call with non-temporal window stores on (alike on every rank: the stores change at the same
-    // call everywhere), classes are measured at their next first call; what was learned stays. Forgetting it when
-    // the stores changed again measured every class anew inside a program's loop each time the VM moved its cores
-    // (a 64 MiB all_reduce measured again mid-loop took 20 calls 840 ms instead of 180, session 16).
-    if (tune_by_windows_ && !tune_ && !view_.hierarchy->topo.cached_windows) tune_ = true;
+    // The windows' stores decide (alike on every rank: they change at the same call everywhere): non-temporal,
+    // the choices measured in that state, each class at its first call there; plain, the model's. What was learned
+    // stays with its state: choices measured under non-temporal stores were up to 3x slower once plain ones were
+    // back (gather of 64 KiB, shm_direct 3 us against shm_rounds' 1), and forgetting them measured every class
+    // anew inside a program's loop each time the VM moved its cores (a 64 MiB all_reduce's 20 calls took 840 ms
+    // instead of 180, session 16).
+    if (tune_by_windows_ && !measuring_ && tune_ == view_.hierarchy->topo.cached_windows) {
+      tune_ = !tune_;
+      selector_.use_learned(tune_ ? 1 : 0);
+    }
     // A call of the last valid call's shape (repeat_) takes what the engine derived from the shape alone; any other
     // call is validated and chosen for in full. Either way its descriptor goes through the call check below, so a
     // rank whose call differs from the others' is caught alike (the cache is this rank's, never the group's).
@@ -237,7 +244,8 @@ class EngineImpl final : public Engine {
   bool measure_first(const Args& args, const Deadline& deadline, uint64_t seq) {
     if (measuring_) return false;
     const int cls = tune_class(args, view_.size);
-    if (cls < 0 || tuned_classes_.count({args.coll, cls}) != 0 || selector_.decided(args, view_)) return false;
+    const int set = tune_by_windows_ ? 1 : 0;  // the learned rules' set measured into (tune_by_windows)
+    if (cls < 0 || tuned_classes_.count({args.coll, cls, set}) != 0 || selector_.decided(args, view_)) return false;
     learn(args, "", deadline, seq, {}, CallShape::of(args), selector_.generation());  // refuses an invalid call
     try {
       Context c(args, view_, deadline, seq, repeat_.mine->what, chunk_for(args));
@@ -249,7 +257,7 @@ class EngineImpl final : public Engine {
       throw;
     }
     // Every rank's call is this one: every rank measures this class now, once.
-    tuned_classes_.insert({args.coll, cls});
+    tuned_classes_.insert({args.coll, cls, set});
     measuring_ = true;
     TuneResult result;
     try {
@@ -398,11 +406,11 @@ class EngineImpl final : public Engine {
   static constexpr uint64_t kTuneSeqBase = 0xC0000;
   static constexpr uint64_t kTuneSeqMask = 0x1FFFF;
   bool tune_ = false;
-  bool tune_by_windows_ = false;  ///< tune_by_windows(): tune_ turns on with non-temporal window stores
+  bool tune_by_windows_ = false;  ///< tune_by_windows(): tune_ follows the windows' stores (non-temporal: on)
   std::string tune_out_;
   bool measuring_ = false;
   uint64_t tune_calls_ = 0;
-  std::set<std::pair<Collective, int>> tuned_classes_;
+  std::set<std::tuple<Collective, int, int>> tuned_classes_;  ///< (collective, class, learned set)
   std::vector<PerAlgorithm> per_algorithm_{algorithm_table().size()};
   Repeat repeat_;
 };

@@ -108,7 +108,7 @@ const Rule* Selector::rule_for(const Args& args, const GroupView& view, bool* le
   std::lock_guard<std::mutex> lock(mu_);
   for (const Learned& l : learned_) {
     const Rule* r = &l.rule;
-    if (!rule_matches(*r, args.coll, view.size, n, device) || !usable(r)) continue;
+    if (l.set != learned_set_ || !rule_matches(*r, args.coll, view.size, n, device) || !usable(r)) continue;
     if (learned != nullptr) *learned = true;
     if (how != nullptr) *how = l.how;
     return r;  // a deque that only grows: the rule stays where it is
@@ -119,7 +119,16 @@ const Rule* Selector::rule_for(const Args& args, const GroupView& view, bool* le
 void Selector::add_learned(Rule rule, std::string how) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    learned_.push_back(Learned{std::move(rule), std::move(how)});
+    learned_.push_back(Learned{std::move(rule), std::move(how), learned_set_});
+  }
+  invalidate();
+}
+
+void Selector::use_learned(int set) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (learned_set_ == set) return;
+    learned_set_ = set;
   }
   invalidate();
 }
@@ -127,7 +136,9 @@ void Selector::add_learned(Rule rule, std::string how) {
 std::vector<Rule> Selector::learned_rules() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<Rule> out;
-  for (const Learned& l : learned_) out.push_back(l.rule);
+  for (const Learned& l : learned_) {
+    if (l.set == learned_set_) out.push_back(l.rule);
+  }
   return out;
 }
 

@@ -46,8 +46,12 @@ class Selector {
   /// A rule this group measured itself (DCOMM_TUNE, collectives/tuner.hpp), taken after the file's rules and
   /// before the cost model; `how` is what explain() shows of the measurement. Makes the choices again.
   void add_learned(Rule rule, std::string how);
-  /// The learned rules so far, in the order learned.
+  /// The learned rules of the set in use, in the order learned.
   std::vector<Rule> learned_rules() const;
+  /// Which set of learned rules counts from now on (0 at first): the engine keeps one per state of its windows'
+  /// stores, measured where the machine behaved that way (engine.cpp, tune_by_windows). Rules are learned into the
+  /// set in use. Makes the choices again when the set changes.
+  void use_learned(int set);
   /// Whether a call's choice is already made without the model: a set_algorithm() or DCOMM_ALGO name for its
   /// collective, or a rule (the file's or a learned one) for its size. The tuner measures only the other calls.
   bool decided(const Args& args, const GroupView& view) const;
@@ -90,8 +94,10 @@ class Selector {
   struct Learned {
     Rule rule;
     std::string how;
+    int set = 0;  ///< use_learned()'s set when it was learned
   };
-  std::deque<Learned> learned_;  ///< under mu_; only grows (a class is measured once), so references stay valid
+  std::deque<Learned> learned_;  ///< under mu_; only grows (a class is measured once a set), so references stay valid
+  int learned_set_ = 0;          ///< under mu_
   std::atomic<uint64_t> overrides_generation_{1};
   // Touched only by choose(), which the engine calls for one call of the group at a time.
   mutable std::array<Remembered, 8> remembered_{};

@@ -16,6 +16,7 @@
 
 #include "collectives/cost_model.hpp"
 #include "collectives/rules.hpp"
+#include "collectives/selector.hpp"
 #include "collectives/tuner.hpp"
 #include "tests/collectives/cases.hpp"
 #include "tests/collectives/harness.hpp"
@@ -285,4 +286,38 @@ TEST_CASE("DCOMM_TUNE=auto on one node: measured where the windows take non-temp
     INFO("DCOMM_SHM_CACHED=" << cached << ": " << (failures.empty() ? "" : failures.front()));
     CHECK(failures.empty());
   }
+}
+
+TEST_CASE("learned rules in sets: each counts while its set is in use, and is learned and saved with it",
+          "[collectives][tuner]") {
+  auto records = test::run_group(2, [&](const GroupView& view, test::RankRecord& rec) {
+    Selector s(test::one_node_params(), "test", {}, {}, "");
+    const Args a = sample_args(Collective::kAllReduce, 6000, 2);
+    const std::string model = s.choose(a, view, "").name;
+    const std::string first = model == "ring" ? "tree" : "ring";
+    const std::string second = model == "bruck" ? "butterfly" : "bruck";
+    Rule r;
+    r.coll = Collective::kAllReduce;
+    r.ranks = 2;
+    r.min_bytes = 4096;
+    r.max_bytes = 8192;
+    auto fail_if = [&](bool bad, const std::string& what) {
+      if (bad) rec.failures.push_back(what);
+    };
+    auto chosen = [&] { return std::string(s.choose(a, view, "").name); };
+    r.algorithm = first;
+    s.add_learned(r, "measured in set 0");
+    fail_if(!s.decided(a, view) || chosen() != first || s.learned_rules().size() != 1, "set 0: not learned");
+    s.use_learned(1);
+    fail_if(s.decided(a, view) || chosen() != model || !s.learned_rules().empty(), "set 1: set 0's rule counts");
+    r.algorithm = second;
+    s.add_learned(r, "measured in set 1");
+    fail_if(chosen() != second || s.learned_rules().size() != 1 || s.learned_rules()[0].algorithm != second,
+            "set 1: not learned");
+    fail_if(s.explain(Collective::kAllReduce, 6000, view).find("measured in set 1") == std::string::npos,
+            "set 1's rule not explained");
+    s.use_learned(0);
+    fail_if(chosen() != first || s.learned_rules()[0].algorithm != first, "back to set 0: its rule lost");
+  });
+  CHECK(test::summarize(records).empty());
 }
