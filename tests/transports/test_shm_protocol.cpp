@@ -172,6 +172,29 @@ TEST_CASE("measured: a class's first message by a protocol does not keep that pr
   CHECK(h.per_byte(LP::kStream, four) == Approx((90e-6 + (900e-6 - 90e-6) / 4) / four));
 }
 
+TEST_CASE("a stream in an exchange that its sender fed to the end is timed from its first piece, any other from "
+          "its kCts",
+          "[shm]") {
+  using dcomm::Clock;
+  const Clock::time_point cts = Clock::now();
+  const Clock::time_point first = cts + std::chrono::microseconds(120);  // the sender's own single copy before
+  const Clock::time_point none{};
+  CHECK(stream_timed_from(cts, first, /*two_way=*/true, /*pulled=*/false) == first);
+  CHECK(stream_timed_from(cts, first, /*two_way=*/false, /*pulled=*/false) == cts);  // one way: its answer counts
+  CHECK(stream_timed_from(cts, first, /*two_way=*/true, /*pulled=*/true) == cts);    // a pull's wait counts
+  CHECK(stream_timed_from(cts, none, /*two_way=*/true, /*pulled=*/true) == cts);     // pulled from the start
+  // What the history then picks, for 2 MiB in an exchange: a single copy of 124 us against a stream that waited
+  // 120 us for the sender's own single copy and then took 60: streamed from the first piece on, not from the kCts.
+  const uint64_t two = 2 * kMiB;
+  ProtocolHistory timed_from_cts, timed_from_first;
+  for (ProtocolHistory* h : {&timed_from_cts, &timed_from_first}) {
+    const double stream = h == &timed_from_cts ? 180e-6 : 60e-6;
+    first_of_each(*h, two, 124e-6, stream);
+  }
+  CHECK(timed_from_cts.pick(two) == LargeProtocol::kCma);
+  CHECK(timed_from_first.pick(two) == LargeProtocol::kStream);
+}
+
 TEST_CASE("a receiver finishes a stream whose sender stopped progressing, with the right bytes", "[shm]") {
   // Streaming forced, cross-memory attach allowed (ranks are threads: a process may always read itself).
   ::setenv("DCOMM_SHM_PROTOCOL", "stream", 1);

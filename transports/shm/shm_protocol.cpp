@@ -123,6 +123,10 @@ const Calibration& calibration() {
   return cal;
 }
 
+Clock::time_point stream_timed_from(Clock::time_point cts, Clock::time_point first_piece, bool two_way, bool pulled) {
+  return two_way && !pulled && first_piece != Clock::time_point{} ? first_piece : cts;
+}
+
 LargeProtocol choose(ProtocolMode mode, const Calibration& cal, const MessageFacts& m) {
   if (!m.cma_allowed) return LargeProtocol::kStream;
   switch (mode) {

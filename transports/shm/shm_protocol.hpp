@@ -51,6 +51,8 @@
 #include <cstdint>
 #include <string>
 
+#include "common/deadline.hpp"
+
 namespace dcomm::transport::shm {
 
 enum class ProtocolMode { kMeasured, kAuto, kCma, kStream };
@@ -128,6 +130,16 @@ class ProtocolHistory {
   static int class_of(uint64_t bytes);
   Cell cells_[kClasses];
 };
+
+/// Where a finished stream's cost (ProtocolHistory::record) is timed from: its kCts, the sender's answer and a
+/// pull's wait and reads included - except in an exchange (`two_way`: this rank had large sends in flight when it
+/// started) that the sender fed to the end (not `pulled`, a `first_piece` arrived), timed from its first piece, as
+/// a single copy is timed from its start. In an exchange the wait is the sender's own single copy of this rank's
+/// message: timed from the kCts, streams lost to single copies in exchanges, and all_gather[ring] of 4 MiB on 2
+/// ranks took 475 us a call by single copies against 170 streamed (session 16). One way, the sender's answer is
+/// the stream's own cost (timed from the first piece, 128-512 KiB went streamed at 1.15-1.25x the single copy's
+/// time where lines cross cores slowly).
+Clock::time_point stream_timed_from(Clock::time_point cts, Clock::time_point first_piece, bool two_way, bool pulled);
 
 /// Pure: the protocol of one message. Never kCma where CMA is not allowed.
 LargeProtocol choose(ProtocolMode mode, const Calibration& cal, const MessageFacts& m);

@@ -58,7 +58,7 @@ void ShmTransport::start_stream(int from, const RecordHeader& rts, void* dst, Op
   const auto bound = sends_.empty() ? pull_bounds_.one_way : pull_bounds_.two_way;
   in_streams_.emplace(std::make_pair(from, rts.msg_id),
                       InStream{static_cast<char*>(dst), rts.bytes, 0, std::move(op), rts.addr, pullable, false,
-                               pullable ? Clock::now() : Clock::time_point{}, bound});
+                               pullable ? Clock::now() : Clock::time_point{}, bound, false, {}, !sends_.empty()});
   RecordHeader h;
   h.kind = RecordKind::kCts;
   h.msg_id = rts.msg_id;
@@ -104,7 +104,10 @@ void ShmTransport::on_data(int from, const RecordHeader& h, const char* payload)
   auto it = in_streams_.find({from, h.msg_id});
   if (it == in_streams_.end()) return;  // pulled already
   InStream& s = it->second;
-  if (s.ack_at_end) peer(from).last_piece = Clock::now();
+  if (s.ack_at_end) {
+    peer(from).last_piece = Clock::now();
+    if (s.got == 0) s.first = peer(from).last_piece;
+  }
   // Pieces come in order, but once this rank pulls, the sender's last pieces (written before it saw kStop) may
   // overlap what was read, or trail it: the bytes are the same, so take what extends [0, got) and drop the rest.
   if (h.offset > s.got || h.offset + h.len <= s.got) return;
@@ -118,10 +121,11 @@ void ShmTransport::on_data(int from, const RecordHeader& h, const char* payload)
 
 void ShmTransport::finish_stream(int from, uint64_t msg_id, InStream& s, bool pulled) {
   if (s.ack_at_end) {
-    // From the kCts to the last byte, a pull's wait and reads included: what this stream cost (ProtocolHistory;
-    // only where CMA is allowed, the one case with a choice, and the one that keeps `since`).
+    // What this stream cost (ProtocolHistory; only where CMA is allowed, the one case with a choice, and the one
+    // that keeps `since`).
+    const Clock::time_point start = stream_timed_from(s.since, s.first, s.two_way, pulled);
     peer(from).history.record(LargeProtocol::kStream, s.bytes,
-                              std::chrono::duration<double>(Clock::now() - s.since).count());
+                              std::chrono::duration<double>(Clock::now() - start).count());
     ack(from, msg_id);
     StallRate& stalls = peer(from).stalls;
     const bool was_high = stalls.high();

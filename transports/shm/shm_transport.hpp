@@ -135,6 +135,8 @@ class ShmTransport final : public Transport {
     Clock::time_point since;  ///< the kCts: a stall is measured from here or the sender's last piece
     std::chrono::microseconds stall_bound;  ///< no piece for this long: pull the rest (PullBounds)
     bool gone = false;  ///< the sender's buffer is gone (its send aborted: its group failed): nothing left to read
+    Clock::time_point first{};  ///< the first piece's arrival (where the kCts promised an ack)
+    bool two_way = false;       ///< started with large sends of this rank's own in flight
   };
 
   void post(Peer& p, const RecordHeader& h, const void* payload);
