@@ -39,6 +39,11 @@ TuneMode tune_mode_from_env();
 /// to 64 MiB (scratch of the call's size, a few calls of each algorithm).
 inline constexpr double kTuneMinBytes = 4096;
 inline constexpr double kTuneMaxBytes = double(std::size_t{64} << 20);
+/// A one-node group measuring for its non-temporal windows (TuneMode::kAuto) measures calls below this: the
+/// model's choices ran 1.3-3x the fastest row's time from 16 KiB to 4 MiB there and about as fast from 16 MiB
+/// (session 16), where a measurement costs 0.2-0.6 s (a 64 MiB all_reduce on 2 ranks: 586 ms) and lands inside a
+/// program's loop when the windows' stores change while it runs.
+inline constexpr double kTuneWindowsMaxBytes = double(std::size_t{8} << 20);
 
 /// The size class a call is measured in (floor of log2 of the model's n), or -1 for a call the tuner leaves to the
 /// other choices: on device buffers, a v-variant, premul_sum, or n outside [kTuneMinBytes, kTuneMaxBytes].

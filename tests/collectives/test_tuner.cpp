@@ -281,6 +281,12 @@ TEST_CASE("DCOMM_TUNE=auto on one node: measured where the windows take non-temp
       const bool measured = e.find("measured by this group, DCOMM_TUNE: before call #0") != std::string::npos;
       if (std::string(cached) == "0" && !measured) rec.failures.push_back("non-temporal windows, not measured: " + e);
       if (std::string(cached) == "1" && measured) rec.failures.push_back("plain windows, measured: " + e);
+      // From 8 MiB (kTuneWindowsMaxBytes) the model chooses either way: a measurement there costs 0.2-0.6 s.
+      std::vector<float> big(std::size_t{2} << 20, 1.0f);
+      sum_in_place(*engine, big, big.size(), 1);
+      if (big[0] != 2.0f || big.back() != 2.0f) rec.failures.push_back(fmt::format("8 MiB sum {}", big[0]));
+      const std::string large = engine->explain(Collective::kAllReduce, std::size_t{8} << 20);
+      if (large.find("(cost model)") == std::string::npos) rec.failures.push_back("8 MiB measured: " + large);
     });
     auto failures = test::summarize(records);
     INFO("DCOMM_SHM_CACHED=" << cached << ": " << (failures.empty() ? "" : failures.front()));
