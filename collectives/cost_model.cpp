@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <dcomm/error.hpp>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -51,6 +52,12 @@ CostParams priced_for(const GroupView& view, CostParams p) {
     if (p.cached_small_windows && t.window_small_seconds_per_byte > 0 && p.window_read_beta < 0) {
       p.window_read_beta = std::max(t.window_small_seconds_per_byte - p.gamma, 0.0);
     }
+    // The 1 MiB pattern moves 1 MiB a rank in and 1 MiB out (window_probe.hpp); on a grid of half powers of two,
+    // so that two measurements a few percent apart price alike (whole powers moved 88 ps a byte to 116).
+    if (t.window_streamed_seconds > 0 && p.window_streamed_beta < 0) {
+      const double per_byte = t.window_streamed_seconds / double(std::size_t{1} << 20);
+      p.window_streamed_beta = std::max(std::exp2(std::round(2 * std::log2(per_byte)) / 2) - p.gamma, 0.0);
+    }
   }
   return p;
 }
@@ -63,6 +70,7 @@ CostParams device_priced(CostParams p) {
   p.cached_windows = false;  // no window row runs on device memory
   p.cached_small_windows = false;
   p.window_read_beta = -1;
+  p.window_streamed_beta = -1;
   return p;
 }
 

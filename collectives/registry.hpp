@@ -52,6 +52,10 @@ struct CostParams {
   /// negative where not measured, β then (small_window_read).
   double window_read_beta = -1;
   double small_window_read() const { return window_read_beta >= 0 ? window_read_beta : beta; }
+  /// Without plain stores: the price of a byte read from a window that non-temporal stores filled (the group's
+  /// probe: its 1 MiB pattern's time with them, Topology::window_streamed_seconds, per byte copied in and out, on a
+  /// grid of half powers of two, less γ, at least 0); negative where not measured (ranks sharing cores).
+  double window_streamed_beta = -1;
   /// Whether the engine checks calls: algorithms that do not fuse the check pay its ⌈log₂P⌉ rounds on top.
   bool check_calls = false;
 };

@@ -48,6 +48,16 @@ double cost_shm_rounds(const CostParams& p, double n, int size) {
   const bool cached = p.plain_windows(n);
   const double round = static_cast<double>(cached ? kShmCachedRoundBytes : kShmRoundBytes);
   const double start = 2.0 * std::max(1.0, std::ceil(n / round)) * log2_rounds(size) * p.alpha + call_check_cost(p, size);
+  if (!cached && p.window_streamed_beta >= 0) {
+    // Non-temporal stores, where the probe measured them (not where ranks share cores): the copies at cache speed
+    // as below, every byte's read at the probe's price (the lines come from memory). Priced at β instead, the
+    // model took cma on 2 ranks at every size, where this row measured 0.75-0.9x its time from 64 KiB to 64 MiB
+    // (session 16: 64 KiB 5.8-6.9 us against 7.8-9.4, 1 MiB 75-84 against 86-94, 16 MiB 2.19-2.21 ms against
+    // 2.46-2.87, 64 MiB 9.2-9.4 against 10.8-11.1: 7.2 GB/s busbw against 6.1), in placements where the probe's
+    // pattern took 62-116 us. Not the rows of shm_rounds_blocks: there cma was 15-30% faster at 256 KiB-4 MiB.
+    return start + 2.0 * fraction(size) * n * p.window_streamed_beta +
+           (fraction(size) + (size + 2.0) / (4.0 * size)) * n * p.gamma;
+  }
   if (!cached) return start + 2.0 * fraction(size) * n * p.beta + (1.0 + 2.0 * fraction(size)) * n * p.gamma;
   // Where the group's probe found plain stores faster (Topology::cached_windows, collectives/window_probe.hpp) the
   // reads come from the writer's caches, in rounds of 1 MiB. A small call's reads wait on the lines one by one

@@ -286,6 +286,35 @@ TEST_CASE("plain stores for small calls alone: the rows follow the probe's 64 Ki
   CHECK(test::summarize(recs) == std::vector<std::string>{});
 }
 
+TEST_CASE("non-temporal windows measured by the probe: all_reduce takes shm_direct at every size; unmeasured, cma",
+          "[collectives][engine]") {
+  // Session 16, 2 ranks bound, non-temporal window stores, the probe's 1 MiB pattern at 62-116 us with them:
+  // all_reduce[shm_direct] measured 0.75-0.9x cma's time from 64 KiB to 64 MiB (64 MiB: 9.2-9.4 ms against
+  // 10.8-11.1); priced at β the model took cma everywhere.
+  const CostParams p = test::one_node_params();
+  auto recs = test::run_group(2, [&](const GroupView& node, test::RankRecord& rec) {
+    auto probed = [&](double streamed_seconds) {
+      return test::with_topology(node, [&](Topology& t) {
+        t.shares_cores = false;
+        t.cached_windows = false;
+        t.window_streamed_seconds = streamed_seconds;
+      });
+    };
+    for (double seconds : {62e-6, 116e-6}) {
+      const double read = priced_for(probed(seconds), p).window_streamed_beta;
+      if (!(read >= 0 && read < p.beta)) rec.failures.push_back(fmt::format("{} s: read price {}", seconds, read));
+      for (std::size_t bytes = std::size_t{64} << 10; bytes <= (std::size_t{64} << 20); bytes *= 4) {
+        const std::string got = cheapest(sample_args(Collective::kAllReduce, bytes, 2), probed(seconds), p)->name;
+        if (got != "shm_direct") rec.failures.push_back(fmt::format("{} s, {} B: {}", seconds, bytes, got));
+      }
+    }
+    if (priced_for(probed(0), p).window_streamed_beta >= 0) rec.failures.push_back("priced without a measurement");
+    const std::string unmeasured = cheapest(sample_args(Collective::kAllReduce, 1 << 20, 2), probed(0), p)->name;
+    if (unmeasured != "cma") rec.failures.push_back("unmeasured, 1 MiB: " + unmeasured);
+  });
+  CHECK(test::summarize(recs) == std::vector<std::string>{});
+}
+
 TEST_CASE("the window probe's small price: the pattern less two barriers a byte, on a grid of powers of two",
           "[collectives][engine]") {
   // (2.47 - 2 x 0.29) us / 64 KiB = 0.0288 ns -> 2^-35 s = 0.0291 ns; 2.55 us the same (stable run to run).
