@@ -85,7 +85,7 @@ class EngineImpl final : public Engine {
     // instead of 180, session 16).
     if (tune_by_windows_ && !measuring_ && tune_ == view_.hierarchy->topo.cached_windows) {
       tune_ = !tune_;
-      selector_.use_learned(tune_ ? 1 : 0);
+      selector_.use_learned(tune_ ? kNonTemporalRuleSet : kDefaultRuleSet);
     }
     // A call of the last valid call's shape (repeat_) takes what the engine derived from the shape alone; any other
     // call is validated and chosen for in full. Either way its descriptor goes through the call check below, so a
@@ -244,7 +244,7 @@ class EngineImpl final : public Engine {
   bool measure_first(const Args& args, const Deadline& deadline, uint64_t seq) {
     if (measuring_) return false;
     const int cls = tune_class(args, view_.size);
-    const int set = tune_by_windows_ ? 1 : 0;  // the learned rules' set measured into (tune_by_windows)
+    const int set = tune_by_windows_ ? kNonTemporalRuleSet : kDefaultRuleSet;  // the set it is measured into
     if (cls < 0 || tuned_classes_.count({args.coll, cls, set}) != 0 || selector_.decided(args, view_)) return false;
     if (tune_by_windows_ && model_bytes(args, view_.size) >= kTuneWindowsMaxBytes) return false;
     learn(args, "", deadline, seq, {}, CallShape::of(args), selector_.generation());  // refuses an invalid call
@@ -408,6 +408,10 @@ class EngineImpl final : public Engine {
   static constexpr uint64_t kTuneSeqMask = 0x1FFFF;
   bool tune_ = false;
   bool tune_by_windows_ = false;  ///< tune_by_windows(): tune_ follows the windows' stores (non-temporal: on)
+  /// The selector's sets of learned rules (Selector::use_learned): the one groups that always measure (or never)
+  /// use, and the one a tune_by_windows() group measures into and uses while its windows are non-temporal.
+  static constexpr int kDefaultRuleSet = 0;
+  static constexpr int kNonTemporalRuleSet = 1;
   std::string tune_out_;
   bool measuring_ = false;
   uint64_t tune_calls_ = 0;
