@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <barrier>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
@@ -326,4 +327,50 @@ TEST_CASE("learned rules in sets: each counts while its set is in use, and is le
     fail_if(chosen() != first || s.learned_rules()[0].algorithm != first, "back to set 0: its rule lost");
   });
   CHECK(test::summarize(records).empty());
+}
+
+TEST_CASE("DCOMM_TUNE=auto on one node: a group whose windows turn non-temporal measures from then on, back to the "
+          "model when they turn plain, and takes its measured rules again without measuring when they return",
+          "[collectives][tuner]") {
+  // The windows' stores change at a measurement again (every call of 1 MiB here): its answer is forced by
+  // DCOMM_SHM_CACHED, set between calls (only then read: at group creation it is unset, so the group measures
+  // again at all).
+  test::ScopedEnv tune("DCOMM_TUNE", nullptr);
+  test::ScopedEnv stores("DCOMM_SHM_CACHED", nullptr);
+  test::ScopedEnv every("DCOMM_SHM_REPROBE_CALLS", "1");
+  std::barrier<> step(2);
+  auto records = test::run_group(2, [&](const GroupView& view, test::RankRecord& rec) {
+    auto engine = Engine::create(test::with_topology(view, [](Topology& t) { t.shares_cores = false; }));
+    std::vector<float> big(std::size_t{1} << 18, 1.0f), small(1500, 1.0f);
+    uint64_t seq = 0;
+    float expect_big = 1.0f, expect_small = 1.0f;
+    // Sets the windows' answer for the next measurement again, on both ranks before either measures.
+    auto windows = [&](const char* cached) {
+      step.arrive_and_wait();
+      if (view.rank == 0) ::setenv("DCOMM_SHM_CACHED", cached, 1);
+      step.arrive_and_wait();
+      sum_in_place(*engine, big, big.size(), seq++);  // measured again before this call, 1 MiB: due after it
+      expect_big *= 2;
+      sum_in_place(*engine, small, small.size(), seq++);  // 6,000 B: class 4-8 KiB
+      expect_small *= 2;
+      if (big[0] != expect_big || small[1499] != expect_small) {
+        rec.failures.push_back(fmt::format("DCOMM_SHM_CACHED={}: sums {} and {}", cached, big[0], small[1499]));
+      }
+      const std::string e = engine->explain(Collective::kAllReduce, 6000);
+      return e.substr(e.find("choice:"));
+    };
+    sum_in_place(*engine, big, big.size(), seq++);  // whatever the windows at creation: a measurement is due after
+    expect_big *= 2;
+    const std::string measured = windows("0");
+    if (measured.find("measured by this group, DCOMM_TUNE") == std::string::npos) {
+      rec.failures.push_back("non-temporal windows, not measured: " + measured);
+    }
+    const std::string plain = windows("1");
+    if (plain.find("(cost model)") == std::string::npos) rec.failures.push_back("plain windows, not the model: " + plain);
+    const std::string again = windows("0");
+    if (again != measured) rec.failures.push_back("non-temporal again, measured anew: " + again + " / " + measured);
+  });
+  auto failures = test::summarize(records);
+  INFO((failures.empty() ? "" : failures.front()));
+  CHECK(failures.empty());
 }
