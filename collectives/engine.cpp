@@ -59,10 +59,8 @@ class EngineImpl final : public Engine {
     tune_ = true;
     tune_out_ = std::move(out);
   }
-  /// DCOMM_TUNE=auto on a one-node group whose ranks have cores of their own: measure while the windows take
-  /// non-temporal stores (the model's prices are known off there: tuner.hpp), at group creation or after a
-  /// measurement again (probe_again), into a set of learned rules of their own; the model chooses while plain
-  /// stores fill them. `out` as for tune().
+  /// DCOMM_TUNE=auto on a one-node group with cores of its own: measure while the windows take non-temporal stores,
+  /// into a set of learned rules of their own; the model chooses under plain ones. `out` as for tune().
   void tune_by_windows(std::string out) {
     tune_by_windows_ = true;
     tune_out_ = std::move(out);
@@ -77,12 +75,8 @@ class EngineImpl final : public Engine {
   void run(const Args& args, const std::string& algorithm, const Deadline& deadline, uint64_t seq,
            std::string_view found) override {
     if (probe_due_) probe_again(deadline, fmt::format("measuring again before {} call #{} of this group", to_string(args.coll), seq));
-    // The windows' stores decide (alike on every rank: they change at the same call everywhere): non-temporal,
-    // the choices measured in that state, each class at its first call there; plain, the model's. What was learned
-    // stays with its state: choices measured under non-temporal stores were up to 3x slower once plain ones were
-    // back (gather of 64 KiB, shm_direct 3 us against shm_rounds' 1), and forgetting them measured every class
-    // anew inside a program's loop each time the VM moved its cores (a 64 MiB all_reduce's 20 calls took 840 ms
-    // instead of 180, session 16).
+    // The windows' stores (changed at the same call on every rank) pick the rules: measured under non-temporal
+    // ones, the model's under plain ones; each set kept for its state (docs/algorithms.md, "Measured online").
     if (tune_by_windows_ && !measuring_ && tune_ == view_.hierarchy->topo.cached_windows) {
       tune_ = !tune_;
       selector_.use_learned(tune_ ? kNonTemporalRuleSet : kDefaultRuleSet);
@@ -408,8 +402,7 @@ class EngineImpl final : public Engine {
   static constexpr uint64_t kTuneSeqMask = 0x1FFFF;
   bool tune_ = false;
   bool tune_by_windows_ = false;  ///< tune_by_windows(): tune_ follows the windows' stores (non-temporal: on)
-  /// The selector's sets of learned rules (Selector::use_learned): the one groups that always measure (or never)
-  /// use, and the one a tune_by_windows() group measures into and uses while its windows are non-temporal.
+  /// Selector::use_learned's sets: every group's, and a tune_by_windows() group's under non-temporal stores.
   static constexpr int kDefaultRuleSet = 0;
   static constexpr int kNonTemporalRuleSet = 1;
   std::string tune_out_;
@@ -489,9 +482,8 @@ std::unique_ptr<Engine> Engine::create(const GroupView& group, const EngineOptio
   auto engine = std::make_unique<EngineImpl>(std::move(with_slots), static_cast<std::size_t>(chunk),
                                              static_cast<std::size_t>(device_chunk), check, params, std::move(source),
                                              std::move(forced), std::move(rules), rules_path);
-  // Measured choices (tuner.hpp), like the window probe's again only with the call check on: the measurement
-  // starts at a call every rank has compared. By default where the model's prices are known not to hold: ranks
-  // sharing cores, and one-node groups whose windows take non-temporal stores (decided again as those change).
+  // Measured choices (tuner.hpp; with the call check on: a measurement starts at a call every rank compared), by
+  // default where the model is known off: ranks sharing cores, one-node groups under non-temporal window stores.
   const TuneMode tune = tune_mode_from_env();
   const bool shared = view.hierarchy->topo.shares_cores;
   if (check && view.size > 1 && (tune == TuneMode::kOn || (tune == TuneMode::kAuto && shared))) {
