@@ -12,6 +12,7 @@
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/shm_segments.hpp"
 #include "collectives/stream_copy.hpp"
+#include "collectives/topology.hpp"
 
 namespace dcomm::coll {
 
@@ -141,7 +142,12 @@ std::size_t pipe_pieces(PipeLanes lanes, int size, std::size_t bytes) {
   return (bytes + piece - 1) / piece;
 }
 
-void ShmPipe::put(const Context& c, int to, const char* block, std::size_t bytes, std::size_t k) {
+PipeStores reader_bound_stores(const Context& c) {
+  return c.view.hierarchy && c.view.hierarchy->topo.shares_cores ? PipeStores::kPlain : PipeStores::kStream;
+}
+
+void ShmPipe::put(const Context& c, int to, const char* block, std::size_t bytes, std::size_t k,
+                  PipeStores stores) {
   const Layout l{lanes_of(lanes_, size_), depth_of(lanes_), piece_, size_};
   const std::size_t lane = lane_of(to);
   char* w = win_->of(c.rank());
@@ -158,12 +164,14 @@ void ShmPipe::put(const Context& c, int to, const char* block, std::size_t bytes
   SlotHead& h = l.head(w, s);
   // Stamp 0 while the slot is rewritten, as a sequence lock: a reader whose counts have drifted from this rank's
   // (calls that differ with the check off) sees its stamp change under its copy and raises, never keeping a torn
-  // piece. The fence keeps the piece's non-temporal stores behind it.
+  // piece. The fences keep non-temporal stores behind the stamp's 0 and ahead of its new value.
   h.stamp.store(0, std::memory_order_relaxed);
   stream_copy_fence();
-  // Non-temporal stores: the piece goes to memory rather than into this core's cache, where a reader on another
-  // core would have to fetch every line from (slow on a machine whose two cores share no cache level but memory).
-  stream_copy(l.piece_at(w, s), block + k * piece, len);
+  if (stores == PipeStores::kPlain) {
+    std::memcpy(l.piece_at(w, s), block + k * piece, len);
+  } else {
+    stream_copy(l.piece_at(w, s), block + k * piece, len);
+  }
   stream_copy_fence();
   h.seq = c.seq;
   h.piece = k;

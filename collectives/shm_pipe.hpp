@@ -41,6 +41,21 @@ inline constexpr std::size_t kPipePieceBytes = std::size_t{256} << 10;
 
 enum class PipeLanes { kOne, kPerPeer };
 
+/// How a producer writes its pieces (ShmPipe::put). kStream, non-temporal stores: the piece goes to memory and the
+/// producer reads no line for ownership - the cheaper write, for rows whose busiest rank writes (broadcast, scatter:
+/// the root feeds every other rank; all_gather alike). kPlain: the piece stays in the producer's cache, where a
+/// reader on the same core takes it at cache speed - the cheaper read, for rows whose busiest rank reads from every
+/// other rank, where ranks share cores (reader_bound_stores()).
+enum class PipeStores { kStream, kPlain };
+
+/// The stores of a row whose busiest rank reads every other rank's lane (gather, reduce, reduce_scatter,
+/// all_to_all): kPlain where ranks share cores (Topology::shares_cores, alike on every rank), kStream elsewhere.
+/// Measured (session 17, 3 and 4 ranks on 2 cores, 64 KiB-1 MiB, plain / non-temporal time): reduce[shm_pipe]
+/// 0.50-0.70, reduce_scatter[shm_direct] 0.63-0.87, all_to_all[shm_direct] 0.66-0.92, gather[shm_direct] 0.61-0.83
+/// (1.04 at 64 KiB on 4 ranks); broadcast and scatter the other way (1.09-1.69, 1.04-1.32). On 2 ranks a core each,
+/// plain stores lost at 64-256 KiB for gather, scatter and reduce (1.12-1.55): kept non-temporal there.
+PipeStores reader_bound_stores(const Context& c);
+
 /// Runs `instead` (another row's run()) on the whole group from step 1000, above the steps of the pipe's setup:
 /// what a row does where ShmPipe::open() returned null.
 void run_instead(const Context& c, void (*instead)(Context&));
@@ -66,8 +81,8 @@ class ShmPipe final : public AlgorithmState {
   /// last piece is then one that every reader took at an earlier step), and the readers rarely wait.
   std::size_t ahead() const;
   /// Publishes piece `k` of `block` (`bytes` in all) in the next slot of lane `to` (the reader with kPerPeer;
-  /// ignored with kOne), once the slot's last piece has been acknowledged by every reader.
-  void put(const Context& c, int to, const char* block, std::size_t bytes, std::size_t k);
+  /// ignored with kOne) with `stores`, once the slot's last piece has been acknowledged by every reader.
+  void put(const Context& c, int to, const char* block, std::size_t bytes, std::size_t k, PipeStores stores);
   /// Copies piece `k` of the block rank `from` publishes for this rank (`bytes` in all) into `block`, once it is
   /// there, and acknowledges it. `stream`: with non-temporal stores (call stream_copy_fence() at the end).
   void get(const Context& c, int from, char* block, std::size_t bytes, std::size_t k, bool stream);

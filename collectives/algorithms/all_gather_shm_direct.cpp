@@ -52,7 +52,7 @@ void run_all_gather_shm_direct(Context& c) {
   const std::size_t piece = p > 1 ? pipe->piece_for(bytes) : bytes;
   for (std::size_t k = 0, put = 0; k < pieces; ++k) {
     for (; put < pieces && put <= k + pipe->ahead(); ++put) {
-      pipe->put(c, /*to=*/0, mine, bytes, put);
+      pipe->put(c, /*to=*/0, mine, bytes, put, PipeStores::kStream);
       own(mine, put * piece, std::min(piece, bytes - put * piece));
     }
     for (int s = 1; s < p; ++s) pipe->get(c, (r + s) % p, block((r + s) % p), bytes, k, stream);

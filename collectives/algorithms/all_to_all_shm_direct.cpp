@@ -34,9 +34,10 @@ void run_all_to_all_shm_direct(Context& c) {
   if (p > 1 && pipe == nullptr) return run_instead(c, run_all_to_all_pairwise);
   const bool stream = a.recv.bytes() >= kStreamFromBytes;
   const std::size_t pieces = p > 1 ? pipe->pieces(bytes) : 0;
+  const PipeStores stores = reader_bound_stores(c);  // plain where ranks share cores (shm_pipe.hpp)
   for (std::size_t k = 0, put = 0; k < pieces; ++k) {
     for (; put < pieces && put <= k + pipe->ahead(); ++put) {
-      for (int s = 1; s < p; ++s) pipe->put(c, (r + s) % p, in + at((r + s) % p), bytes, put);
+      for (int s = 1; s < p; ++s) pipe->put(c, (r + s) % p, in + at((r + s) % p), bytes, put, stores);
     }
     for (int s = 1; s < p; ++s) {
       const int from = pattern::mod(r - s, p);

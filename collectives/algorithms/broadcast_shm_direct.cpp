@@ -28,7 +28,7 @@ void run_broadcast_shm_direct(Context& c) {
   const bool stream = bytes >= kStreamFromBytes;
   for (std::size_t k = 0; k < pipe->pieces(bytes); ++k) {
     if (c.rank() == a.root) {
-      pipe->put(c, /*to=*/0, buffer, bytes, k);
+      pipe->put(c, /*to=*/0, buffer, bytes, k, PipeStores::kStream);
     } else {
       pipe->get(c, a.root, buffer, bytes, k, stream);
     }

@@ -29,9 +29,10 @@ void run_gather_shm_direct(Context& c) {
   ShmPipe* pipe = ShmPipe::open(c, PipeLanes::kPerPeer, "gather[binomial]");
   if (pipe == nullptr) return run_instead(c, run_gather_binomial);
   const bool stream = c.rank() == root && a.recv.bytes() >= kStreamFromBytes;
+  const PipeStores stores = reader_bound_stores(c);  // plain where ranks share cores (shm_pipe.hpp)
   for (std::size_t k = 0; k < pipe->pieces(bytes); ++k) {
     if (c.rank() != root) {
-      pipe->put(c, root, static_cast<const char*>(a.send.data), bytes, k);
+      pipe->put(c, root, static_cast<const char*>(a.send.data), bytes, k, stores);
       continue;
     }
     for (int s = 1; s < p; ++s) pipe->get(c, (root + s) % p, block((root + s) % p), bytes, k, stream);

@@ -29,9 +29,10 @@ void run_reduce_scatter_shm_direct(Context& c) {
   const char* in = c.input;
   char* mine = c.work + at(r);
   const std::size_t pieces = pipe->pieces(bytes);
+  const PipeStores stores = reader_bound_stores(c);  // plain where ranks share cores (shm_pipe.hpp)
   for (std::size_t k = 0, put = 0; k < pieces; ++k) {
     for (; put < pieces && put <= k + pipe->ahead(); ++put) {
-      for (int s = 1; s < p; ++s) pipe->put(c, (r + s) % p, in + at((r + s) % p), bytes, put);
+      for (int s = 1; s < p; ++s) pipe->put(c, (r + s) % p, in + at((r + s) % p), bytes, put, stores);
     }
     // Block r of the input is this rank's own part: the others' pieces combine into it where it is.
     for (int s = 1; s < p; ++s) pipe->reduce(c, pattern::mod(r - s, p), mine, bytes, k);

@@ -40,9 +40,10 @@ void run_reduce_shm_pipe(Context& c) {
   }
   const std::size_t bytes = c.work_count * c.esize();
   // Pieces are multiples of 4 KiB but the last, so they hold whole elements.
+  const PipeStores stores = reader_bound_stores(c);  // plain where ranks share cores (shm_pipe.hpp)
   for (std::size_t k = 0; k < pipe->pieces(bytes); ++k) {
     if (c.rank() != root) {
-      pipe->put(c, root, c.input, bytes, k);
+      pipe->put(c, root, c.input, bytes, k, stores);
       continue;
     }
     for (int s = 1; s < p; ++s) pipe->reduce(c, (root + s) % p, c.work, bytes, k);

@@ -31,7 +31,7 @@ void run_scatter_shm_direct(Context& c) {
       pipe->get(c, root, static_cast<char*>(a.recv.data), bytes, k, stream);
       continue;
     }
-    for (int s = 1; s < p; ++s) pipe->put(c, (root + s) % p, block((root + s) % p), bytes, k);
+    for (int s = 1; s < p; ++s) pipe->put(c, (root + s) % p, block((root + s) % p), bytes, k, PipeStores::kStream);
   }
   if (stream) stream_copy_fence();
   // Last: in place, the root's recv is the start of send, whose blocks had to go out first.

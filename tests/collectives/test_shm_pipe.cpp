@@ -16,6 +16,8 @@
 
 #include "collectives/cost_model.hpp"
 #include "collectives/registry.hpp"
+#include "collectives/shm_pipe.hpp"
+#include "collectives/topology.hpp"
 #include "collectives/validate.hpp"
 #include "tests/collectives/cases.hpp"
 
@@ -80,11 +82,13 @@ int pipe_segments_left() {
 }
 
 // Every pipe row's cases on one group of `size` ranks, in turn: the windows persist per group across the cases,
-// so each row's stamps run on from call to call.
-void run_pipes(int size, const std::string& transport) {
+// so each row's stamps run on from call to call. `shared_cores`: the group's placement says ranks share cores, so
+// the rows whose busiest rank reads (gather, reduce, reduce_scatter, all_to_all) fill their slots with plain stores.
+void run_pipes(int size, const std::string& transport, bool shared_cores = false) {
   auto records = test::run_group(
       size,
-      [&](const GroupView& view, test::RankRecord& rec) {
+      [&](const GroupView& node, test::RankRecord& rec) {
+        const GroupView view = test::with_topology(node, [&](Topology& t) { t.shares_cores = shared_cores; });
         auto engine = Engine::create(view);
         test::RankState s{*engine, view, rec};
         for (const Algorithm& algo : algorithm_table()) {
@@ -107,7 +111,27 @@ TEST_CASE("the shm_direct pipes match the reference across pieces, rings and roo
   CHECK(rows == 7);  // broadcast, all_gather, gather, scatter, all_to_all, reduce_scatter; reduce[shm_pipe]
   for (int size : {2, 3, 4, 5}) run_pipes(size, "loopback");
   run_pipes(3, "shm");
+  // Plain stores into the slots where ranks share cores (reader_bound_stores), the same results.
+  for (int size : {3, 4}) run_pipes(size, "loopback", /*shared_cores=*/true);
+  run_pipes(3, "shm", /*shared_cores=*/true);
   CHECK(pipe_segments_left() == 0);
+}
+
+TEST_CASE("the pipes whose busiest rank reads take plain stores where ranks share cores, non-temporal elsewhere",
+          "[collectives][algorithms]") {
+  for (bool shared : {false, true}) {
+    const GroupView view = test::with_topology(test::fake_view(0, 4), [&](Topology& t) { t.shares_cores = shared; });
+    Args a;
+    a.coll = Collective::kReduce;
+    Context c(a, view, test::soon(), 0, "test", 0);
+    INFO("shares_cores " << shared);
+    CHECK(reader_bound_stores(c) == (shared ? PipeStores::kPlain : PipeStores::kStream));
+  }
+  // Without a placement (no hierarchy) nothing says cores are shared.
+  Args a;
+  a.coll = Collective::kGather;
+  Context c(a, test::fake_view(0, 4), test::soon(), 0, "test", 0);
+  CHECK(reader_bound_stores(c) == PipeStores::kStream);
 }
 
 TEST_CASE("explain prices the shm pipes on a group of one node, and the model picks them for large calls",
