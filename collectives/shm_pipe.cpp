@@ -111,15 +111,17 @@ ShmPipe* ShmPipe::open(const Context& c, PipeLanes lanes, const char* instead) {
     *c.state = std::make_unique<Unavailable>();  // every rank alike: the fallback from now on
     return nullptr;
   }
-  *c.state = std::unique_ptr<ShmPipe>(new ShmPipe(std::move(win), lanes, c.size(), l.piece));
+  const bool whole = whole_pieces(lanes, c.view.hierarchy && c.view.hierarchy->topo.shares_cores);
+  *c.state = std::unique_ptr<ShmPipe>(new ShmPipe(std::move(win), lanes, c.size(), l.piece, whole));
   return static_cast<ShmPipe*>(c.state->get());
 }
 
-ShmPipe::ShmPipe(std::unique_ptr<ShmWindows> win, PipeLanes lanes, int size, std::size_t piece)
+ShmPipe::ShmPipe(std::unique_ptr<ShmWindows> win, PipeLanes lanes, int size, std::size_t piece, bool whole)
     : win_(std::move(win)),
       lanes_(lanes),
       size_(size),
       piece_(piece),
+      whole_(whole),
       sent_(lanes_of(lanes, size), 0),
       last_(lanes_of(lanes, size) * depth_of(lanes), 0),
       taken_(static_cast<std::size_t>(size), 0) {}
@@ -129,16 +131,20 @@ ShmPipe::~ShmPipe() = default;
 std::size_t ShmPipe::ahead() const { return depth_of(lanes_) - 1; }
 
 namespace {
-std::size_t piece_within(std::size_t slot, std::size_t bytes) {
+// `whole`: the block in as few pieces as the slot allows (whole_pieces()).
+std::size_t piece_within(std::size_t slot, std::size_t bytes, bool whole) {
+  if (whole) return std::clamp((bytes + 4095) / 4096 * 4096, std::size_t{4096}, slot);
   constexpr std::size_t kSmallest = std::size_t{16} << 10;
   return std::clamp((bytes / 8 + 4095) / 4096 * 4096, std::min(kSmallest, slot), slot);
 }
 }  // namespace
 
-std::size_t ShmPipe::piece_for(std::size_t bytes) const { return piece_within(piece_, bytes); }
+std::size_t ShmPipe::piece_for(std::size_t bytes) const { return piece_within(piece_, bytes, whole_); }
 
-std::size_t pipe_pieces(PipeLanes lanes, int size, std::size_t bytes) {
-  const std::size_t piece = piece_within(piece_of(lanes, size), bytes);
+bool whole_pieces(PipeLanes lanes, bool shared_cores) { return lanes == PipeLanes::kPerPeer && shared_cores; }
+
+std::size_t pipe_pieces(PipeLanes lanes, int size, std::size_t bytes, bool shared_cores) {
+  const std::size_t piece = piece_within(piece_of(lanes, size), bytes, whole_pieces(lanes, shared_cores));
   return (bytes + piece - 1) / piece;
 }
 
@@ -258,7 +264,7 @@ double cost_shm_pipe_exchange(const CostParams& p, double n, int size) {
   // is the same exchange with a reduction where it takes: priced at α/4 a piece, the model chose it over
   // reduce_scatter[shm_rounds], which measured 0.55-0.85x its time from 64 KiB to 64 MiB on 2-4 ranks (session 10).
   const auto block = static_cast<std::size_t>(n / std::max(size, 1));
-  const double pieces = static_cast<double>(pipe_pieces(PipeLanes::kPerPeer, size, block));
+  const double pieces = static_cast<double>(pipe_pieces(PipeLanes::kPerPeer, size, block, p.shared_cores));
   return (2.0 + 4.0 * (size - 1) * pieces) * p.alpha + 2.0 * fraction(size) * n * p.gamma;
 }
 

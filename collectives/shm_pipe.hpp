@@ -60,8 +60,16 @@ PipeStores reader_bound_stores(const Context& c);
 /// what a row does where ShmPipe::open() returned null.
 void run_instead(const Context& c, void (*instead)(Context&));
 
+/// Whether a pipe moves each block in as few pieces as its slot allows rather than in eighths: with a lane per reader
+/// where ranks share cores (Topology::shares_cores), where a piece handed between two ranks of one core costs a
+/// switch between them. Session 17, 2 runs each, whole / eighths time at 256 KiB and 1 MiB: 4 ranks on 2 cores
+/// gather 0.75 / 0.65, reduce 0.68 / 0.95, all_to_all 0.75 / 0.70, scatter 0.89 / 0.80, reduce_scatter 0.85 / 0.87
+/// (64 KiB: 0.71 reduce, 0.97-1.00 the others); 3 ranks alike (reduce 64 KiB 0.95-1.0, 128 KiB 0.86-0.90). With one
+/// lane (broadcast, all_gather) broadcast lost (1.08-1.12): eighths there.
+bool whole_pieces(PipeLanes lanes, bool shared_cores);
+
 /// The pieces a block of `bytes` moves in on a pipe of `size` ranks (ShmPipe::pieces() there), for the cost model.
-std::size_t pipe_pieces(PipeLanes lanes, int size, std::size_t bytes);
+std::size_t pipe_pieces(PipeLanes lanes, int size, std::size_t bytes, bool shared_cores);
 
 class ShmPipe final : public AlgorithmState {
  public:
@@ -72,7 +80,8 @@ class ShmPipe final : public AlgorithmState {
   ~ShmPipe() override;
 
   /// The piece a block of `bytes` moves in (the same on every rank): an eighth of the block, 4 KiB-aligned, between
-  /// 16 KiB and the slot, so that a block of a few slots still overlaps its copies in and out.
+  /// 16 KiB and the slot, so that a block of a few slots still overlaps its copies in and out; the block up to the
+  /// slot with whole_pieces().
   std::size_t piece_for(std::size_t bytes) const;
   /// Pieces of a block of `bytes`.
   std::size_t pieces(std::size_t bytes) const { return (bytes + piece_for(bytes) - 1) / piece_for(bytes); }
@@ -90,7 +99,7 @@ class ShmPipe final : public AlgorithmState {
   void reduce(const Context& c, int from, char* block, std::size_t bytes, std::size_t k);
 
  private:
-  ShmPipe(std::unique_ptr<ShmWindows> win, PipeLanes lanes, int size, std::size_t piece);
+  ShmPipe(std::unique_ptr<ShmWindows> win, PipeLanes lanes, int size, std::size_t piece, bool whole);
   struct Layout;
   // Waits for piece k of the block rank `from` publishes for this rank, checks it belongs to this call, hands it
   // to `use` (the piece, its offset in the block, its bytes), then acknowledges it.
@@ -102,6 +111,7 @@ class ShmPipe final : public AlgorithmState {
   PipeLanes lanes_;
   int size_;
   std::size_t piece_;
+  bool whole_;  ///< whole_pieces()
   std::vector<uint64_t> sent_;      ///< per lane of this rank's window: pieces published so far
   std::vector<uint64_t> last_;      ///< per slot of this rank's window: the stamp it holds (0: none yet)
   std::vector<uint64_t> taken_;     ///< per producer: pieces this rank took from its lane for this rank

@@ -83,7 +83,8 @@ int pipe_segments_left() {
 
 // Every pipe row's cases on one group of `size` ranks, in turn: the windows persist per group across the cases,
 // so each row's stamps run on from call to call. `shared_cores`: the group's placement says ranks share cores, so
-// the rows whose busiest rank reads (gather, reduce, reduce_scatter, all_to_all) fill their slots with plain stores.
+// the rows whose busiest rank reads (gather, reduce, reduce_scatter, all_to_all) fill their slots with plain stores,
+// and the rows with a lane per reader move blocks in whole pieces up to the slot.
 void run_pipes(int size, const std::string& transport, bool shared_cores = false) {
   auto records = test::run_group(
       size,
@@ -132,6 +133,21 @@ TEST_CASE("the pipes whose busiest rank reads take plain stores where ranks shar
   a.coll = Collective::kGather;
   Context c(a, test::fake_view(0, 4), test::soon(), 0, "test", 0);
   CHECK(reader_bound_stores(c) == PipeStores::kStream);
+}
+
+TEST_CASE("where ranks share cores a pipe with a lane per reader moves a block in as few pieces as its slot allows",
+          "[collectives][algorithms]") {
+  const std::size_t kib = 1024;
+  // Eighths of the block (at least 16 KiB) where ranks have cores of their own, and always with one lane.
+  CHECK(pipe_pieces(PipeLanes::kPerPeer, 4, 64 * kib, false) == 4);
+  CHECK(pipe_pieces(PipeLanes::kOne, 4, 64 * kib, true) == 4);
+  CHECK(pipe_pieces(PipeLanes::kOne, 3, 1024 * kib, true) == 8);
+  // Whole blocks up to the slot (256 KiB with a lane per reader on 3 or 4 ranks), then slots.
+  CHECK(pipe_pieces(PipeLanes::kPerPeer, 4, 64 * kib, true) == 1);
+  CHECK(pipe_pieces(PipeLanes::kPerPeer, 3, 1, true) == 1);
+  CHECK(pipe_pieces(PipeLanes::kPerPeer, 3, 256 * kib, true) == 1);
+  CHECK(pipe_pieces(PipeLanes::kPerPeer, 3, 1024 * kib + 1, true) == 5);
+  CHECK(pipe_pieces(PipeLanes::kPerPeer, 4, 1024 * kib, false) == 8);
 }
 
 TEST_CASE("explain prices the shm pipes on a group of one node, and the model picks them for large calls",
