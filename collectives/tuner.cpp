@@ -194,15 +194,18 @@ TuneResult measure_algorithms(const Args& call, const GroupView& view, const Alg
   // windows, which can take 100x a small call, and all_gather[shm_rounds] at 1 MiB on 2 ranks took ~950, ~190,
   // then ~60 us a call), or from 16 MiB one call (there the call outweighs the setup); the slowest rank's times
   // agreed, and a row slower than 3x the fastest (2x from 16 MiB, where one call's time varies less) is measured no
-  // further: a 64 MiB all_reduce on 4 ranks sharing 2 cores spent 3.7 s measuring every row fully. Below 16 MiB
-  // where ranks share cores, 10x: there one call's time says little of a row's time in a loop (a call waits for its
-  // ranks' turns on their cores): 4 ranks on 2 cores, single calls of reduce at 256 KiB took 100-260 us by every
-  // row and OpenMPI alike, where reduce[shm_pipe] took 55 us a call in a loop - pruned at 3x (238 us warm against
-  // shm_direct's 69), as was all_to_all[shm_direct] at 1 MiB (660 against 182; 118-129 a call in a loop, the
-  // fastest row).
-  const bool large = model_bytes(call, view.size) >= double(16 << 20);
-  const bool shared_cores = view.hierarchy && view.hierarchy->topo.shares_cores;
-  const double kPruneFactor = large ? 2.0 : shared_cores ? 10.0 : 3.0;
+  // further: a 64 MiB all_reduce on 4 ranks sharing 2 cores spent 3.7 s measuring every row fully. Below 2 MiB
+  // where ranks share cores (`shared_small`), 10x: there one call's time says little of a row's time in a loop (a
+  // call waits for its ranks' turns on their cores): 4 ranks on 2 cores, single calls of reduce at 256 KiB took
+  // 100-260 us by every row and OpenMPI alike, where reduce[shm_pipe] took 55 us a call in a loop - pruned at 3x
+  // (238 us warm against shm_direct's 69), as was all_to_all[shm_direct] at 1 MiB (660 against 182; 118-129 a call
+  // in a loop, the fastest row). Only below 2 MiB, where measuring every row 4x as often (below) costs tens of
+  // milliseconds: a measurement's calls each have the call's timeout, so a rank stopped during a long one fails
+  // the call that much later than its timeout.
+  const double n = model_bytes(call, view.size);
+  const bool large = n >= double(16 << 20);
+  const bool shared_small = view.hierarchy && view.hierarchy->topo.shares_cores && n < double(2 << 20);
+  const double kPruneFactor = large ? 2.0 : shared_small ? 10.0 : 3.0;
   std::vector<double> warm(rows, std::numeric_limits<double>::infinity());
   for (std::size_t i = 0; i < rows; ++i) {
     try {
@@ -225,11 +228,11 @@ TuneResult measure_algorithms(const Args& call, const GroupView& view, const Alg
   // Each row left runs as a program calls it, several calls in a row (a rooted row's senders run ahead of its root
   // across calls; alternating rows call by call hid that and chose rows 2x slower in a loop), in two passes over
   // the rows, so that a burst of noise on the machine costs every row alike rather than all of one row's calls.
-  // Where ranks share cores, 4x the calls below 16 MiB: a row's calls there reach their pace in a loop only after
-  // several calls (senders run ahead by their slots while their reader waits for its turn on the core), and the
-  // medians of 3-4 calls a pass ran 1.2-3x a loop's time a call for the pipes (4 ranks on 2 cores, session 17:
+  // With `shared_small`, 4x the calls: a row's calls there reach their pace in a loop only after several calls
+  // (senders run ahead by their slots while their reader waits for its turn on the core), and the medians of 3-4
+  // calls a pass ran 1.2-3x a loop's time a call for the pipes (4 ranks on 2 cores, session 17:
   // all_to_all[shm_direct] at 1 MiB 226 us against 116 in a loop, so cma, 161, was chosen; with 4x, 148 and chosen).
-  const int per_pass = timed_calls(model_bytes(call, view.size)) * (shared_cores && !large ? 4 : 1);
+  const int per_pass = timed_calls(n) * (shared_small ? 4 : 1);
   const int timed = 2 * per_pass;
   std::vector<double> seconds(rows, std::numeric_limits<double>::infinity());
   std::vector<std::vector<double>> times(rows);
