@@ -100,6 +100,23 @@ class BarrierLibrary : public Library {
   SharedBarrier* b_;
 };
 
+// A BarrierLibrary that also writes down its calls: 'b' a barrier, 'r' a call of the collective.
+class RecordingLibrary : public BarrierLibrary {
+ public:
+  RecordingLibrary(SharedBarrier* b, std::string* log) : BarrierLibrary(b), log_(log) {}
+  void barrier(const Case& c) override {
+    *log_ += 'b';
+    BarrierLibrary::barrier(c);
+  }
+  void run_once(const Case& c, const Workspace& ws) override {
+    *log_ += 'r';
+    BarrierLibrary::run_once(c, ws);
+  }
+
+ private:
+  std::string* log_;
+};
+
 struct RankOutcome {
   std::vector<Row> rows;
   std::string out;
@@ -109,7 +126,7 @@ struct RankOutcome {
   bool printed = false;
 };
 
-std::vector<RankOutcome> run_ranks(const Options& o, int world) {
+std::vector<RankOutcome> run_ranks(const Options& o, int world, std::vector<std::string>* logs = nullptr) {
   auto store = make_memory_store(std::chrono::seconds(20));
   SharedBarrier barrier(world);
   std::vector<RankOutcome> out(static_cast<std::size_t>(world));
@@ -120,7 +137,11 @@ std::vector<RankOutcome> run_ranks(const Options& o, int world) {
       auto pg = std::make_shared<FakeGroup>(r, world, store);
       try {
         std::vector<std::unique_ptr<Library>> libs;
-        libs.push_back(std::make_unique<BarrierLibrary>(&barrier));
+        if (logs != nullptr) {
+          libs.push_back(std::make_unique<RecordingLibrary>(&barrier, &(*logs)[static_cast<std::size_t>(r)]));
+        } else {
+          libs.push_back(std::make_unique<BarrierLibrary>(&barrier));
+        }
         std::ostringstream text;
         auto groups = plan(o, world, [](Collective) { return std::optional<std::vector<std::string>>{}; });
         me.rows = Sweep(o, pg, std::move(libs)).run(groups, text);
@@ -168,6 +189,18 @@ TEST_CASE("rank 0 gathers every rank's timings, one row per size", "[bench][swee
   CHECK(out[1].rows.empty());
   CHECK(out[0].out.find("# Avg bus bandwidth") != std::string::npos);
   CHECK(out[1].out.empty());  // only rank 0 prints
+}
+
+TEST_CASE("each size's calls run between two barriers of the library, so every rank's last call ends first",
+          "[bench][sweep]") {
+  // Without the barrier after the timed calls, a rank whose part returns early went on to the next row (perhaps
+  // the other library's spinning barrier) while a peer on its core was still in its last timed call.
+  std::vector<std::string> logs(3);
+  auto out = run_ranks(small_options(), 3, &logs);
+  for (const RankOutcome& r : out) CHECK(r.failure.empty());
+  std::string expected;
+  for (int size = 0; size < 3; ++size) expected.append("brrrrb");  // a barrier, 1 warm-up and 3 timed calls, a barrier
+  for (const std::string& log : logs) CHECK(log == expected);
 }
 
 TEST_CASE("a rank that never arrives is named, and every rank ends non-zero", "[bench][sweep][timeout]") {

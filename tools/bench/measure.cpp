@@ -27,6 +27,12 @@ LocalResult measure(Library& lib, const Case& c, Workspace& ws, Watchdog* watchd
     if (k >= c.warmup) out.times_us.push_back(c.coll == Coll::kSendRecv ? us / 2 : us);
     if (c.check) out.wrong += ws.count_wrong(k);
   }
+  // Every rank's last call ends before any rank moves on (untimed): a rank whose part returns early (a rooted
+  // call's sender) would otherwise go on to the next case - maybe the other library's barrier, spinning on the core
+  // its root shares where ranks outnumber cores - and the root's last timed call would wait for that core.
+  if (watchdog) watchdog->arm();
+  lib.barrier(c);
+  if (watchdog) watchdog->disarm();
   return out;
 }
 
