@@ -325,11 +325,12 @@ void SlotChannel::exchange(const Context& c, const CallDescriptor* mine, std::st
   if (reads >= 0 && size_ == 2) reads = kReadAll;  // the one other rank: seen in full
   const uint64_t n = exchanges_ + 1;
   // The pending checks of the calls this rank returned from early: all of them before a call that reads every slot
-  // (it waits for the others anyway), else those already complete, and at least those whose slots are the next to
-  // be reused.
+  // (it waits for the others anyway), at least those whose slots are the next to be reused, and, once kSettleBatch
+  // are pending, those already complete.
   std::string late;
   constexpr uint64_t kCheckLag = kSlotDepth - kCallsAhead;  // see slots.hpp
-  if (verified_ < exchanges_) late = settle(c, reads == kReadAll ? exchanges_ : n > kCheckLag ? n - kCheckLag : 0);
+  const uint64_t must = reads == kReadAll ? exchanges_ : n > kCheckLag ? n - kCheckLag : 0;
+  if (verified_ < must || exchanges_ - verified_ >= kSettleBatch) late = settle(c, must);
   if (n > room_) wait_for_room(c, n);
   past_[n % kSlotDepth] = Past{c.seq, c.what, mine != nullptr};
   exchanges_ = n;

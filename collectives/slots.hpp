@@ -16,8 +16,11 @@
 // non-roots read the root's slot alone. Such a rank has not seen every rank's call, so the exchange stays
 // "pending" and is checked later (settle()): it waits for every rank's flag of that exchange and compares every
 // rank's call. A call that reads every slot first checks every pending exchange (it waits for the others anyway);
-// any other call checks those already complete without waiting - so a sender, or a reader of the root alone, runs
-// ahead of the slowest rank, as MPI's eager sends do (the flow control below bounds how far).
+// any other call, once kSettleBatch exchanges are pending, checks those already complete without waiting - so a
+// sender, or a reader of the root alone, runs ahead of the slowest rank, as MPI's eager sends do (the flow control
+// below bounds how far). In batches, not at every call: a sender that looked at every call read the line its reader
+// was about to write (the reader's flag of the oldest pending exchange), a line crossing cores twice per call; a
+// batch reads lines long written (8 B broadcast on 2 ranks bound: 0.19-0.20 us a call -> 0.16-0.17).
 //
 // The flags are the acknowledgements. A rank publishes exchange n only once every other rank has published
 // exchange n - kCallsAhead (a bounded wait naming the rank it waits for), and a rank publishes exchange e only
@@ -66,7 +69,10 @@ inline constexpr std::size_t kSlotBytes = 4096;
 /// takes 64 x 4,160 B = 266 KiB of shared memory per group (pages touched as the ring goes round).
 inline constexpr uint64_t kSlotDepth = 64;
 inline constexpr uint64_t kCallsAhead = 32;
+/// Pending exchanges (see above) a call that reads not every slot lets gather before it checks those complete.
+inline constexpr uint64_t kSettleBatch = 8;
 static_assert(kCallsAhead >= 1 && kCallsAhead < kSlotDepth, "see the flow control in slots.hpp");
+static_assert(kSettleBatch >= 1 && kSettleBatch <= kSlotDepth - kCallsAhead, "checked before the slots are reused");
 
 class ShmWindows;
 
