@@ -77,9 +77,13 @@ class EngineImpl final : public Engine {
     if (probe_due_) probe_again(deadline, fmt::format("measuring again before {} call #{} of this group", to_string(args.coll), seq));
     // The windows' stores (changed at the same call on every rank) pick the rules: measured under non-temporal
     // ones, the model's under plain ones; each set kept for its state (docs/algorithms.md, "Measured online").
-    if (tune_by_windows_ && !measuring_ && tune_ == view_.hierarchy->topo.cached_windows) {
-      tune_ = !tune_;
-      selector_.use_learned(tune_ ? kNonTemporalRuleSet : kDefaultRuleSet);
+    if (tune_by_windows_ && !measuring_) {
+      const int set = window_rule_set(view_.hierarchy->topo);
+      if (set != rule_set_) {
+        rule_set_ = set;
+        tune_ = set != kDefaultRuleSet;
+        selector_.use_learned(set);
+      }
     }
     // A call of the last valid call's shape (repeat_) takes what the engine derived from the shape alone; any other
     // call is validated and chosen for in full. Either way its descriptor goes through the call check below, so a
@@ -238,7 +242,7 @@ class EngineImpl final : public Engine {
   bool measure_first(const Args& args, const Deadline& deadline, uint64_t seq) {
     if (measuring_) return false;
     const int cls = tune_class(args, view_.size);
-    const int set = tune_by_windows_ ? kNonTemporalRuleSet : kDefaultRuleSet;  // the set it is measured into
+    const int set = rule_set_;  // the set it is measured into
     if (cls < 0 || tuned_classes_.count({args.coll, cls, set}) != 0 || selector_.decided(args, view_)) return false;
     if (tune_by_windows_ && model_bytes(args, view_.size) >= kTuneWindowsMaxBytes) return false;
     learn(args, "", deadline, seq, {}, CallShape::of(args), selector_.generation());  // refuses an invalid call
@@ -401,10 +405,18 @@ class EngineImpl final : public Engine {
   static constexpr uint64_t kTuneSeqBase = 0xC0000;
   static constexpr uint64_t kTuneSeqMask = 0x1FFFF;
   bool tune_ = false;
-  bool tune_by_windows_ = false;  ///< tune_by_windows(): tune_ follows the windows' stores (non-temporal: on)
-  /// Selector::use_learned's sets: every group's, and a tune_by_windows() group's under non-temporal stores.
+  bool tune_by_windows_ = false;  ///< tune_by_windows(): tune_ follows the windows (window_rule_set)
+  /// Selector::use_learned's sets: every group's, and a tune_by_windows() group's under non-temporal stores and
+  /// under plain ones where lines cross cores slowly (windows_cross_slowly): each measured in its own state only.
   static constexpr int kDefaultRuleSet = 0;
   static constexpr int kNonTemporalRuleSet = 1;
+  static constexpr int kSlowLinesRuleSet = 2;
+  int rule_set_ = kDefaultRuleSet;  ///< the set in use
+  /// Which set a tune_by_windows() group uses (and measures into, where not the default) in the windows' state.
+  static int window_rule_set(const Topology& t) {
+    if (!t.cached_windows) return kNonTemporalRuleSet;
+    return windows_cross_slowly(t.window_small_seconds_per_byte) ? kSlowLinesRuleSet : kDefaultRuleSet;
+  }
   std::string tune_out_;
   bool measuring_ = false;
   uint64_t tune_calls_ = 0;
@@ -483,7 +495,8 @@ std::unique_ptr<Engine> Engine::create(const GroupView& group, const EngineOptio
                                              static_cast<std::size_t>(device_chunk), check, params, std::move(source),
                                              std::move(forced), std::move(rules), rules_path);
   // Measured choices (tuner.hpp; with the call check on: a measurement starts at a call every rank compared), by
-  // default where the model is known off: ranks sharing cores, one-node groups under non-temporal window stores.
+  // default where the model is known off: ranks sharing cores, one-node groups under non-temporal window stores
+  // or whose lines cross cores slowly (EngineImpl::window_rule_set).
   const TuneMode tune = tune_mode_from_env();
   const bool shared = view.hierarchy->topo.shares_cores;
   if (check && view.size > 1 && (tune == TuneMode::kOn || (tune == TuneMode::kAuto && shared))) {

@@ -28,7 +28,8 @@ enum class TuneMode {
   kOff,
   kOn,    ///< every group of two ranks or more, with the call check on
   /// The default: groups whose ranks share cores (Topology::shares_cores) and one-node groups whose windows take
-  /// non-temporal stores (Topology::cached_windows false), where the model is known off (docs/algorithms.md).
+  /// non-temporal stores (Topology::cached_windows false) or cross cores slowly (windows_cross_slowly), where the
+  /// model is known off (docs/algorithms.md).
   kAuto,
 };
 

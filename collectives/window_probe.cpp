@@ -18,6 +18,7 @@
 #include "collectives/topology.hpp"
 #include "common/deadline.hpp"
 #include "common/env.hpp"
+#include "dcomm/error.hpp"
 
 namespace dcomm::coll {
 
@@ -58,6 +59,7 @@ struct Times {
   double plain = 0, streamed = 0;  // the best time each way on rank 0 or 1; 0 elsewhere
   double small = 0, barrier = 0;   // the best small pattern (plain stores) and the best barrier alone
   int8_t forced = -1;              // DCOMM_SHM_CACHED on some rank: 1 or 0; -1 none
+  double price = 0;                // DCOMM_SHM_WINDOW_PRICE on some rank (seconds a byte); 0 none
   int16_t apart = 0, tries = 0;    // the 1 MiB patterns run with the two ranks on different CPUs, and all run
 };
 
@@ -186,18 +188,26 @@ WindowProbe probe_cached_windows(const GroupView& view, bool measure, std::strin
   Times mine;
   if (measure && view.rank < 2) mine = measure_pair(c.on(sub_view(view, {0, 1}), 0), rig);
   if (const auto forced = env::get_int("DCOMM_SHM_CACHED")) mine.forced = *forced != 0 ? 1 : 0;
+  const double price_ns = env::get_double("DCOMM_SHM_WINDOW_PRICE", 0.0);
+  if (!(price_ns >= 0)) {
+    throw InvalidUsageError(fmt::format("DCOMM_SHM_WINDOW_PRICE={} must be a price in ns a byte, 0 or more", price_ns));
+  }
+  mine.price = price_ns * 1e-9;
   const Times all = agree(c, kGroupStepBase, mine, [](Times& m, const Times& t) {
     m.plain = std::max(m.plain, t.plain);
     m.streamed = std::max(m.streamed, t.streamed);
     m.small = std::max(m.small, t.small);
     m.barrier = std::max(m.barrier, t.barrier);
     m.forced = std::max(m.forced, t.forced);
+    m.price = std::max(m.price, t.price);
     m.apart = std::max(m.apart, t.apart);
     m.tries = std::max(m.tries, t.tries);
   });
   const bool measured = all.plain > 0 && all.streamed > 0;
   const bool cached = all.forced >= 0 ? all.forced == 1 : measured && all.plain < 0.75 * all.streamed;
-  const double small = measured && all.small > 0 ? small_price(all.small, all.barrier) : 0.0;
+  const double small = all.price > 0                 ? std::exp2(std::round(std::log2(all.price)))
+                       : measured && all.small > 0 ? small_price(all.small, all.barrier)
+                                                   : 0.0;
   const double scale = double(kSmallProbeBytes) / double(std::size_t{1} << 20);
   const bool cached_small =
       all.forced >= 0 ? all.forced == 1 : cached || (measured && all.small > 0 && all.small < 0.75 * scale * all.streamed);
@@ -209,12 +219,15 @@ WindowProbe probe_cached_windows(const GroupView& view, bool measure, std::strin
             : measure       ? std::string("no windows")
                             : std::string("not measured where ranks share cores");
     *note += cached ? ": plain stores" : ": non-temporal stores";
-    if (small > 0) {
+    if (all.price > 0) {
+      *note += fmt::format("; DCOMM_SHM_WINDOW_PRICE: {:.3f} ns a byte copied in and out", small * 1e9);
+    } else if (small > 0) {
       *note += fmt::format("; 64 KiB with plain stores {:.2f} us, a barrier {:.2f} us: {:.3f} ns a byte copied in "
                            "and out",
                            all.small * 1e6, all.barrier * 1e6, small * 1e9);
     }
     if (cached_small && !cached) *note += fmt::format("; plain stores up to {}", format_bytes(kShmSmallCachedBytes));
+    if (windows_cross_slowly(small)) *note += "; lines cross cores slowly: the group measures its choices";
   }
   return WindowProbe{cached, cached_small, all.forced >= 0, measured ? all.streamed : 0.0, small};
 }
@@ -224,6 +237,10 @@ bool cached_windows(const Context& c) {
   const Topology& t = c.view.hierarchy->topo;
   return t.cached_windows ||
          (t.cached_small_windows && model_bytes(c.args, c.size()) <= double(kShmSmallCachedBytes));
+}
+
+bool windows_cross_slowly(double small_seconds_per_byte) {
+  return small_seconds_per_byte >= kSlowWindowSecondsPerByte;
 }
 
 bool cached_large_windows(const Context& c) { return c.view.hierarchy && c.view.hierarchy->topo.cached_windows; }

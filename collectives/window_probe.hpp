@@ -90,6 +90,19 @@ bool cached_windows(const Context& c);
 /// that takes them are watched against the probe's time (note_window_round); a small call's are not.
 bool cached_large_windows(const Context& c);
 
+/// Where a window's byte, copied in by one core and out by another, costs this much or more (the probe's small
+/// pattern: WindowProbe::small_seconds_per_byte), lines cross cores slowly, and the cost model cannot rank window
+/// rows against message rows: its one-node β (0.1 ns a byte, built in) is about 4x the transport's pace in a
+/// loop, and its window rows are priced from this very pattern. Half that β. Measured on 2 ranks bound: session
+/// 16's placement where the model chose within 10% of the fastest row in 37 of 40 cells had 0.03 ns a byte
+/// (the 64 KiB pattern 2.3 us); session 19's, 0.125 (8.5 us, plain stores still the faster at 1 MiB, 198 against
+/// 301 us), where the model's choices of window rows took 2-3x the time of the message rows (broadcast 64 KiB
+/// shm_direct 9.9 us, binomial 4.1, OpenMPI 3.5-4.0; scatter 1 MiB shm_direct 62-71, linear 32-35) and measured
+/// choices came within 0.9-1.2x OpenMPI's time. A one-node group measures its choices there (DCOMM_TUNE=auto),
+/// as under non-temporal stores. DCOMM_SHM_WINDOW_PRICE (ns a byte, on its grid) replaces the measured price.
+inline constexpr double kSlowWindowSecondsPerByte = 0.05e-9;
+bool windows_cross_slowly(double small_seconds_per_byte);
+
 /// Between measurements the cores can move (the VM of session 8 flipped within seconds, and a stale answer of
 /// plain stores made all_to_all[shm_rounds] 5x slower than OpenMPI until the next measurement): the rows that fill
 /// windows with plain stores time their copies, and judge a call's (`copied` bytes into and out of windows and

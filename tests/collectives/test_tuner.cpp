@@ -266,14 +266,25 @@ TEST_CASE("DCOMM_TUNE_OUT: rank 0 saves what the group learned; a later group ta
   std::remove(path.c_str());
 }
 
-TEST_CASE("DCOMM_TUNE=auto on one node: measured where the windows take non-temporal stores, not where plain ones",
+TEST_CASE("DCOMM_TUNE=auto on one node: measured where the windows take non-temporal stores or lines cross cores "
+          "slowly, not where plain stores cross fast",
           "[collectives][tuner]") {
   // Session 16, 2 ranks bound: with non-temporal window stores the model's choices measured 1.3-3x the fastest
   // row's time at 16 KiB - 4 MiB (its β is the link probe's, 4x the transport's steady 0.02-0.03 ns a byte); with
-  // plain ones 37 of 40 sizes and collectives were within 10% of the fastest, as the model chose.
+  // plain ones (the probe's small pattern at 0.03 ns a byte) 37 of 40 sizes and collectives were within 10% of the
+  // fastest, as the model chose. Session 19: plain stores, but the small pattern at 0.125 ns a byte - the model's
+  // window rows 2-3x the message rows' time (windows_cross_slowly).
   test::ScopedEnv tune("DCOMM_TUNE", nullptr);
-  for (const char* cached : {"0", "1"}) {
+  struct Case {
+    const char* cached;
+    const char* price;  // ns a byte: DCOMM_SHM_WINDOW_PRICE
+    bool measured;
+  };
+  for (const Case& k : {Case{"0", "0.03", true}, Case{"1", "0.03", false}, Case{"1", "0.125", true},
+                        Case{"1", "0.06", true}, Case{"0", "0.125", true}}) {
+    const char* cached = k.cached;
     test::ScopedEnv stores("DCOMM_SHM_CACHED", cached);
+    test::ScopedEnv price("DCOMM_SHM_WINDOW_PRICE", k.price);
     auto records = test::run_group(2, [&](const GroupView& view, test::RankRecord& rec) {
       // Threads as ranks share the process's cores, where groups always measure: a core each, as bound ranks.
       auto engine = Engine::create(test::with_topology(view, [](Topology& t) { t.shares_cores = false; }));
@@ -282,8 +293,8 @@ TEST_CASE("DCOMM_TUNE=auto on one node: measured where the windows take non-temp
       if (x[0] != 2.0f || x[1999] != 2.0f) rec.failures.push_back(fmt::format("sum {}", x[0]));
       const std::string e = engine->explain(Collective::kAllReduce, 8000);
       const bool measured = e.find("measured by this group, DCOMM_TUNE: before call #0") != std::string::npos;
-      if (std::string(cached) == "0" && !measured) rec.failures.push_back("non-temporal windows, not measured: " + e);
-      if (std::string(cached) == "1" && measured) rec.failures.push_back("plain windows, measured: " + e);
+      if (k.measured && !measured) rec.failures.push_back("not measured: " + e);
+      if (!k.measured && measured) rec.failures.push_back("plain windows crossing fast, measured: " + e);
       // From 8 MiB (kTuneWindowsMaxBytes) the model chooses either way: a measurement there costs 0.2-0.6 s.
       std::vector<float> big(std::size_t{2} << 20, 1.0f);
       sum_in_place(*engine, big, big.size(), 1);
@@ -292,7 +303,8 @@ TEST_CASE("DCOMM_TUNE=auto on one node: measured where the windows take non-temp
       if (large.find("(cost model)") == std::string::npos) rec.failures.push_back("8 MiB measured: " + large);
     });
     auto failures = test::summarize(records);
-    INFO("DCOMM_SHM_CACHED=" << cached << ": " << (failures.empty() ? "" : failures.front()));
+    INFO("DCOMM_SHM_CACHED=" << cached << " DCOMM_SHM_WINDOW_PRICE=" << k.price << ": "
+                              << (failures.empty() ? "" : failures.front()));
     CHECK(failures.empty());
   }
 }
@@ -332,13 +344,15 @@ TEST_CASE("learned rules in sets: each counts while its set is in use, and is le
 }
 
 TEST_CASE("DCOMM_TUNE=auto on one node: a group whose windows turn non-temporal measures from then on, back to the "
-          "model when they turn plain, and takes its measured rules again without measuring when they return",
+          "model when they turn plain, measures anew where lines cross slowly, and takes each state's measured rules "
+          "again without measuring when it returns",
           "[collectives][tuner]") {
   // The windows' stores change at a measurement again (every call of 1 MiB here): its answer is forced by
   // DCOMM_SHM_CACHED, set between calls (only then read: at group creation it is unset, so the group measures
   // again at all).
   test::ScopedEnv tune("DCOMM_TUNE", nullptr);
   test::ScopedEnv stores("DCOMM_SHM_CACHED", nullptr);
+  test::ScopedEnv price("DCOMM_SHM_WINDOW_PRICE", "0.03");  // plain stores crossing fast (windows_cross_slowly)
   test::ScopedEnv every("DCOMM_SHM_REPROBE_CALLS", "1");
   std::barrier<> step(2);
   auto records = test::run_group(2, [&](const GroupView& view, test::RankRecord& rec) {
@@ -347,9 +361,12 @@ TEST_CASE("DCOMM_TUNE=auto on one node: a group whose windows turn non-temporal 
     uint64_t seq = 0;
     float expect_big = 1.0f, expect_small = 1.0f;
     // Sets the windows' answer for the next measurement again, on both ranks before either measures.
-    auto windows = [&](const char* cached) {
+    auto windows = [&](const char* cached, const char* price = "0.03") {
       step.arrive_and_wait();
-      if (view.rank == 0) ::setenv("DCOMM_SHM_CACHED", cached, 1);
+      if (view.rank == 0) {
+        ::setenv("DCOMM_SHM_CACHED", cached, 1);
+        ::setenv("DCOMM_SHM_WINDOW_PRICE", price, 1);
+      }
       step.arrive_and_wait();
       sum_in_place(*engine, big, big.size(), seq++);  // measured again before this call, 1 MiB: due after it
       expect_big *= 2;
@@ -369,8 +386,15 @@ TEST_CASE("DCOMM_TUNE=auto on one node: a group whose windows turn non-temporal 
     }
     const std::string plain = windows("1");
     if (plain.find("(cost model)") == std::string::npos) rec.failures.push_back("plain windows, not the model: " + plain);
+    // Plain stores where lines cross slowly: measured, into a set of its own (not the non-temporal one's rule).
+    const std::string slow = windows("1", "0.125");
+    if (slow.find("measured by this group, DCOMM_TUNE") == std::string::npos || slow == measured) {
+      rec.failures.push_back("plain windows crossing slowly, not measured anew: " + slow + " / " + measured);
+    }
     const std::string again = windows("0");
     if (again != measured) rec.failures.push_back("non-temporal again, measured anew: " + again + " / " + measured);
+    if (windows("1", "0.125") != slow) rec.failures.push_back("slow lines again, measured anew");
+    if (windows("1").find("(cost model)") == std::string::npos) rec.failures.push_back("plain again, not the model");
   });
   auto failures = test::summarize(records);
   INFO((failures.empty() ? "" : failures.front()));
