@@ -45,6 +45,12 @@ inline constexpr double kTuneMaxBytes = double(std::size_t{64} << 20);
 /// (session 16), where a measurement costs 0.2-0.6 s (a 64 MiB all_reduce on 2 ranks: 586 ms) and lands inside a
 /// program's loop when the windows' stores change while it runs.
 inline constexpr double kTuneWindowsMaxBytes = double(std::size_t{8} << 20);
+/// The same where plain-store windows cross cores slowly (windows_cross_slowly): there the model's choices at 16
+/// MiB took 1.1-1.4x OpenMPI's time (broadcast[shm_direct] 1.86-2.09 ms, binomial measured 0.82-0.89; all_to_all
+/// [shm_rounds] 1.94-2.05 against 1.44-1.51 measured; session 19, 2 ranks bound), and measured 0.54-1.09x; a
+/// measurement of all_reduce's 16 MiB class took 0.33 s there, its 64 MiB class's 1.2 s for 0.4-0.6x gains at
+/// most, so up to 32 MiB.
+inline constexpr double kTuneSlowLinesMaxBytes = double(std::size_t{32} << 20);
 
 /// The size class a call is measured in (floor of log2 of the model's n), or -1 for a call the tuner leaves to the
 /// other choices: on device buffers, a v-variant, premul_sum, or n outside [kTuneMinBytes, kTuneMaxBytes].
