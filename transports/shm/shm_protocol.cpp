@@ -93,8 +93,11 @@ LargeProtocol ProtocolHistory::pick(uint64_t bytes) {
   Cell& cell = cells_[class_of(bytes)];
   const double cma = cell.per_byte[static_cast<int>(LargeProtocol::kCma)];
   const double stream = cell.per_byte[static_cast<int>(LargeProtocol::kStream)];
-  if (cma < 0) return LargeProtocol::kCma;
-  if (stream < 0) return LargeProtocol::kStream;
+  // Each protocol kTriesEach times first, taking turns, CMA first: a first message's time is not the protocol's
+  // (record() replaces it with the second's).
+  const unsigned cmas = cell.samples[static_cast<int>(LargeProtocol::kCma)];
+  const unsigned streams = cell.samples[static_cast<int>(LargeProtocol::kStream)];
+  if (cmas < kTriesEach || streams < kTriesEach) return cmas <= streams ? LargeProtocol::kCma : LargeProtocol::kStream;
   const LargeProtocol best = stream < cma ? LargeProtocol::kStream : LargeProtocol::kCma;
   const LargeProtocol other = best == LargeProtocol::kCma ? LargeProtocol::kStream : LargeProtocol::kCma;
   return ++cell.picks % kExploreEvery == 0 ? other : best;

@@ -43,8 +43,9 @@
 // So the default (DCOMM_SHM_PROTOCOL=measured) measures the outcome instead: each receiver keeps, per peer and per
 // size class (powers of two), how long each protocol took a byte lately (ProtocolHistory: a CMA read from its call
 // to its return, a stream from its kCts to its last byte, pulls and stalls included), and takes the cheaper. It
-// tries CMA first and streaming second in each class, then the one that lost again every kExploreEvery messages of
-// that class, so a change of placement is noticed within that many. DCOMM_SHM_PROTOCOL=cma or stream forces one
+// tries CMA and streaming in turns in each class, twice each (a first message pays for first touches), then the
+// one that lost again every kExploreEvery messages of that class, so a change of placement is noticed within that
+// many. DCOMM_SHM_PROTOCOL=cma or stream forces one
 // (tests, benchmarks); DCOMM_SHM_CMA=0 forbids CMA altogether, and then every large message streams. A pair that
 // shares a core takes CMA in every mode but stream.
 
@@ -111,8 +112,15 @@ class ProtocolHistory {
  public:
   /// Messages of one class between two tries of the protocol that is losing there.
   static constexpr unsigned kExploreEvery = 32;
-  /// The protocol for a message of `bytes`: CMA, then streaming, until each has been measured in its class; then
-  /// the cheaper a byte, but the other every kExploreEvery messages.
+  /// Messages each protocol takes in a class before the two are compared: a first message's time is not the
+  /// protocol's (first touches; record() replaces it with the second's). Compared after one each, a first single
+  /// copy that paid for its pages lost to streaming for the class's next kExploreEvery messages: 32 KiB messages on
+  /// 2 ranks bound took 7.2-7.9 us streamed against 3.8-4.2 by single copies (session 19), and scatter[linear] of
+  /// 64 KiB measured 7.7-9.0 us a call in the tuner's first calls (against 4.9-6.2 with CMA forced), which then
+  /// chose shm_direct (5.6-6.5 in a loop) over linear (3.0-4.0).
+  static constexpr unsigned kTriesEach = 2;
+  /// The protocol for a message of `bytes`: CMA and streaming in turns, CMA first, until each has been measured
+  /// kTriesEach times in its class; then the cheaper a byte, but the other every kExploreEvery messages.
   LargeProtocol pick(uint64_t bytes);
   /// A message of `bytes` took `seconds` by `p`: a moving average over about 4 messages a class, from the second
   /// message on (the first, which pays for first touches, is replaced by the second).
