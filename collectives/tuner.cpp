@@ -31,10 +31,12 @@ namespace dcomm::coll {
 
 namespace {
 
-// Timed calls per algorithm and pass, after one warm-up call: more where calls are short (their noise is
-// relatively larger), fewer where one call of a slow row takes tens of milliseconds.
+// Calls per algorithm and pass (timed together: a loop's pace), after the warm-up: more where calls are short
+// (their noise is relatively larger, and a rooted message row reaches its pace in a loop only after a few calls:
+// 2 ranks bound, gather of 64 KiB, linear measured 5.1-10.2 us a call in runs of 4 calls, 3.7-4.1 in runs of 16,
+// 3.1-3.6 in a loop of 100), fewer where one call of a slow row takes tens of milliseconds.
 int timed_calls(double n) {
-  if (n <= double(256 << 10)) return 4;
+  if (n <= double(256 << 10)) return 16;
   if (n <= double(4 << 20)) return 3;
   return 2;
 }
@@ -232,26 +234,31 @@ TuneResult measure_algorithms(const Args& call, const GroupView& view, const Alg
   // (senders run ahead by their slots while their reader waits for its turn on the core), and the medians of 3-4
   // calls a pass ran 1.2-3x a loop's time a call for the pipes (4 ranks on 2 cores, session 17:
   // all_to_all[shm_direct] at 1 MiB 226 us against 116 in a loop, so cma, 161, was chosen; with 4x, 148 and chosen).
-  const int per_pass = timed_calls(n) * (shared_small ? 4 : 1);
-  const int timed = 2 * per_pass;
+  // A pass times a row's calls together, from a start every rank leaves at once (an agreement), and takes their
+  // time a call: a loop's pace, as a program's loop of calls sees it, not a call's latency. Timed one by one (the
+  // median of single calls, before session 19), a rooted message row lost what a loop gives it, its senders
+  // posting the next call's data while the root still copies the last: 2 ranks bound, gather of 64 KiB measured
+  // linear 4.7-7.2 us a call against shm_direct's 5.9-6.0, where in a loop linear took 3.1-3.6 and shm_direct
+  // 5.5-7.7, and shm_direct was taken in 1 of 3 runs.
+  const int per_pass = shared_small ? std::max(timed_calls(n), 12) : timed_calls(n);
   std::vector<double> seconds(rows, std::numeric_limits<double>::infinity());
-  std::vector<std::vector<double>> times(rows);
   for (int pass = 0; pass < 2; ++pass) {
     for (std::size_t i = 0; i < rows; ++i) {
       if (!runs[i]) continue;
       try {
-        for (int k = 0; k < per_pass; ++k) times[i].push_back(timed_call(i));
+        int start = 0;
+        agree(run, Buffer(&start, 1), ReduceOp::kMax);
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int k = 0; k < per_pass; ++k) run(a, candidates[i]->name);
+        const double pace = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / per_pass;
+        seconds[i] = std::min(seconds[i], pace);
       } catch (const InvalidUsageError&) {
         runs[i] = false;  // as in the warm-up: every rank alike
+        seconds[i] = std::numeric_limits<double>::infinity();
       }
     }
   }
-  for (std::size_t i = 0; i < rows; ++i) {
-    if (!runs[i]) continue;
-    std::nth_element(times[i].begin(), times[i].begin() + timed / 2, times[i].end());
-    seconds[i] = times[i][static_cast<std::size_t>(timed / 2)];
-  }
-  // The slowest rank's median is the call's time; every rank then holds the same numbers and picks alike.
+  // The slowest rank's better pass is the row's time; every rank then holds the same numbers and picks alike.
   agree(run, Buffer(seconds.data(), seconds.size()), ReduceOp::kMax);  // infinity survives max
   const std::size_t chosen = pick_measured(seconds, model_index);
   if (!std::isfinite(seconds[chosen])) return {};
@@ -266,8 +273,9 @@ TuneResult measure_algorithms(const Args& call, const GroupView& view, const Alg
   }
   TuneResult r;
   r.algorithm = candidates[chosen]->name;
-  r.how = fmt::format("before call #{}, {} on {} ranks, the slowest rank's median of {} calls: {}{}", seq,
-                      format_bytes(static_cast<std::size_t>(model_bytes(call, view.size))), view.size, timed, table,
+  r.how = fmt::format("before call #{}, {} on {} ranks, the slowest rank's better of 2 runs of {} calls, a call: {}{}",
+                      seq, format_bytes(static_cast<std::size_t>(model_bytes(call, view.size))), view.size, per_pass,
+                      table,
                       chosen == model_index && order.front() != model_index
                           ? fmt::format(" ({} kept: within 10% of the fastest)", model.name)
                           : std::string());
