@@ -28,12 +28,11 @@ Calibration slow_cma() { return {15.0, 3.0, 1.5}; }
 // A machine where the kernel's copy runs near memcpy.
 Calibration fast_cma() { return {15.0, 13.0, 1.0}; }
 
-// A size class's first four messages in measured mode: CMA and streaming in turns, CMA first, each protocol's
-// first message taking the `first_` seconds given (first touches), its second the others.
+// A size class's first messages in measured mode, kTriesEach of each protocol: CMA and streaming in turns, CMA
+// first, each protocol's first message taking the `first_` seconds given (first touches), the later ones the others.
 void first_of_each(ProtocolHistory& h, uint64_t bytes, double cma_seconds, double stream_seconds,
                    double first_cma = -1, double first_stream = -1) {
-  static_assert(ProtocolHistory::kTriesEach == 2, "two of each below");
-  for (int i = 0; i < 2; ++i) {
+  for (unsigned i = 0; i < ProtocolHistory::kTriesEach; ++i) {
     CHECK(h.pick(bytes) == LargeProtocol::kCma);
     h.record(LargeProtocol::kCma, bytes, i == 0 && first_cma >= 0 ? first_cma : cma_seconds);
     CHECK(h.pick(bytes) == LargeProtocol::kStream);
