@@ -75,15 +75,12 @@ class EngineImpl final : public Engine {
   void run(const Args& args, const std::string& algorithm, const Deadline& deadline, uint64_t seq,
            std::string_view found) override {
     if (probe_due_) probe_again(deadline, fmt::format("measuring again before {} call #{} of this group", to_string(args.coll), seq));
-    // The windows' stores (changed at the same call on every rank) pick the rules: measured under non-temporal
-    // ones, the model's under plain ones; each set kept for its state (docs/algorithms.md, "Measured online").
-    if (tune_by_windows_ && !measuring_) {
-      const int set = window_rule_set(view_.hierarchy->topo);
-      if (set != rule_set_) {
-        rule_set_ = set;
-        tune_ = set != kDefaultRuleSet;
-        selector_.use_learned(set);
-      }
+    // The windows' state (changed at the same call on every rank) picks the rules: measured under non-temporal
+    // stores or slow lines, the model's under fast plain ones; a set per state (docs/algorithms.md, tuner.hpp).
+    if (tune_by_windows_ && !measuring_ && window_rule_set(view_.hierarchy->topo) != rule_set_) {
+      rule_set_ = window_rule_set(view_.hierarchy->topo);
+      tune_ = rule_set_ != kDefaultRuleSet;
+      selector_.use_learned(rule_set_);
     }
     // A call of the last valid call's shape (repeat_) takes what the engine derived from the shape alone; any other
     // call is validated and chosen for in full. Either way its descriptor goes through the call check below, so a
@@ -244,10 +241,7 @@ class EngineImpl final : public Engine {
     const int cls = tune_class(args, view_.size);
     const int set = rule_set_;  // the set it is measured into
     if (cls < 0 || tuned_classes_.count({args.coll, cls, set}) != 0 || selector_.decided(args, view_)) return false;
-    if (tune_by_windows_ && model_bytes(args, view_.size) >=
-                                (set == kSlowLinesRuleSet ? kTuneSlowLinesMaxBytes : kTuneWindowsMaxBytes)) {
-      return false;
-    }
+    if (tune_by_windows_ && model_bytes(args, view_.size) >= window_tune_max_bytes(set)) return false;
     learn(args, "", deadline, seq, {}, CallShape::of(args), selector_.generation());  // refuses an invalid call
     try {
       Context c(args, view_, deadline, seq, repeat_.mine->what, chunk_for(args));
@@ -402,24 +396,13 @@ class EngineImpl final : public Engine {
   std::size_t device_chunk_bytes_;
   bool check_calls_;
   Selector selector_;
-  // The tuner (tuner.hpp): whether it measures, the classes measured (or being measured), whether run() is inside
-  // a measurement, and the measurement calls' numbers: kTuneSeqBase and up, apart from the group's calls (a
-  // transport tag keeps 20 bits of a call number; the cost model's probe has 0xFFFFF).
+  // The tuner (tuner.hpp): whether it measures, the classes measured, whether run() is inside a measurement, and its
+  // calls' numbers: kTuneSeqBase and up (a tag keeps 20 bits of a call number; the model's probe has 0xFFFFF).
   static constexpr uint64_t kTuneSeqBase = 0xC0000;
   static constexpr uint64_t kTuneSeqMask = 0x1FFFF;
   bool tune_ = false;
   bool tune_by_windows_ = false;  ///< tune_by_windows(): tune_ follows the windows (window_rule_set)
-  /// Selector::use_learned's sets: every group's, and a tune_by_windows() group's under non-temporal stores and
-  /// under plain ones where lines cross cores slowly (windows_cross_slowly): each measured in its own state only.
-  static constexpr int kDefaultRuleSet = 0;
-  static constexpr int kNonTemporalRuleSet = 1;
-  static constexpr int kSlowLinesRuleSet = 2;
-  int rule_set_ = kDefaultRuleSet;  ///< the set in use
-  /// Which set a tune_by_windows() group uses (and measures into, where not the default) in the windows' state.
-  static int window_rule_set(const Topology& t) {
-    if (!t.cached_windows) return kNonTemporalRuleSet;
-    return windows_cross_slowly(t.window_small_seconds_per_byte) ? kSlowLinesRuleSet : kDefaultRuleSet;
-  }
+  int rule_set_ = kDefaultRuleSet;  ///< the learned-rule set in use (tuner.hpp)
   std::string tune_out_;
   bool measuring_ = false;
   uint64_t tune_calls_ = 0;
@@ -499,7 +482,7 @@ std::unique_ptr<Engine> Engine::create(const GroupView& group, const EngineOptio
                                              std::move(forced), std::move(rules), rules_path);
   // Measured choices (tuner.hpp; with the call check on: a measurement starts at a call every rank compared), by
   // default where the model is known off: ranks sharing cores, one-node groups under non-temporal window stores
-  // or whose lines cross cores slowly (EngineImpl::window_rule_set).
+  // or whose lines cross cores slowly (window_rule_set).
   const TuneMode tune = tune_mode_from_env();
   const bool shared = view.hierarchy->topo.shares_cores;
   if (check && view.size > 1 && (tune == TuneMode::kOn || (tune == TuneMode::kAuto && shared))) {

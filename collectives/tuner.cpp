@@ -23,6 +23,7 @@
 #include "collectives/cost_model.hpp"
 #include "collectives/registry.hpp"
 #include "collectives/topology.hpp"
+#include "collectives/window_probe.hpp"
 #include "common/deadline.hpp"
 #include "common/env.hpp"
 #include "common/log.hpp"
@@ -67,6 +68,15 @@ void agree(const TuneCall& run, Buffer values, ReduceOp op) {
 }
 
 }  // namespace
+
+int window_rule_set(const Topology& t) {
+  if (!t.cached_windows) return kNonTemporalRuleSet;
+  return windows_cross_slowly(t.window_small_seconds_per_byte) ? kSlowLinesRuleSet : kDefaultRuleSet;
+}
+
+double window_tune_max_bytes(int set) {
+  return set == kSlowLinesRuleSet ? kTuneSlowLinesMaxBytes : kTuneWindowsMaxBytes;
+}
 
 TuneMode tune_mode_from_env() {
   const std::string v = env::get("DCOMM_TUNE").value_or("auto");

@@ -19,6 +19,7 @@
 
 #include "collectives/engine.hpp"
 #include "collectives/rules.hpp"
+#include "collectives/topology.hpp"
 
 namespace dcomm::coll {
 
@@ -51,6 +52,17 @@ inline constexpr double kTuneWindowsMaxBytes = double(std::size_t{8} << 20);
 /// measurement of all_reduce's 16 MiB class took 0.33 s there, its 64 MiB class's 1.2 s for 0.4-0.6x gains at
 /// most, so up to 32 MiB.
 inline constexpr double kTuneSlowLinesMaxBytes = double(std::size_t{32} << 20);
+
+/// The learned-rule sets of a one-node group measuring by its windows (Selector::use_learned; Engine's
+/// tune_by_windows): the model's where plain stores cross cores fast, one measured under non-temporal stores, one
+/// where plain stores cross slowly (windows_cross_slowly); each measured in its own state only.
+inline constexpr int kDefaultRuleSet = 0;
+inline constexpr int kNonTemporalRuleSet = 1;
+inline constexpr int kSlowLinesRuleSet = 2;
+/// The set for the windows' state in `t` (its cached_windows and window_small_seconds_per_byte).
+int window_rule_set(const Topology& t);
+/// The model's n from which a group measuring into `set` leaves calls to the model.
+double window_tune_max_bytes(int set);
 
 /// The size class a call is measured in (floor of log2 of the model's n), or -1 for a call the tuner leaves to the
 /// other choices: on device buffers, a v-variant, premul_sum, or n outside [kTuneMinBytes, kTuneMaxBytes].

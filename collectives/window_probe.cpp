@@ -170,11 +170,18 @@ Times measure_pair(const Context& pair, std::unique_ptr<ProbeRig>* kept) {
 ProbeRig::ProbeRig() = default;
 ProbeRig::~ProbeRig() = default;
 
+namespace {
+
+// On a grid of powers of two (as the link probe's values off the built-in ones: collectives/probe.cpp, stabilize),
+// so that two measurements a few percent apart price alike and choices stay put run to run; 0 stays 0.
+double on_grid(double seconds_per_byte) {
+  return seconds_per_byte > 0 ? std::exp2(std::round(std::log2(seconds_per_byte))) : 0.0;
+}
+
+}  // namespace
+
 double small_price(double pattern_seconds, double barrier_seconds) {
-  const double copies = std::max(pattern_seconds - 2.0 * barrier_seconds, 0.0) / double(kSmallProbeBytes);
-  // On a grid of powers of two (as the link probe's values off the built-in ones: collectives/probe.cpp,
-  // stabilize), so that two measurements a few percent apart price alike and choices stay put run to run.
-  return copies > 0 ? std::exp2(std::round(std::log2(copies))) : 0.0;
+  return on_grid(std::max(pattern_seconds - 2.0 * barrier_seconds, 0.0) / double(kSmallProbeBytes));
 }
 
 WindowProbe probe_cached_windows(const GroupView& view, bool measure, std::string* note, const Deadline& deadline,
@@ -205,7 +212,7 @@ WindowProbe probe_cached_windows(const GroupView& view, bool measure, std::strin
   });
   const bool measured = all.plain > 0 && all.streamed > 0;
   const bool cached = all.forced >= 0 ? all.forced == 1 : measured && all.plain < 0.75 * all.streamed;
-  const double small = all.price > 0                 ? std::exp2(std::round(std::log2(all.price)))
+  const double small = all.price > 0                 ? on_grid(all.price)
                        : measured && all.small > 0 ? small_price(all.small, all.barrier)
                                                    : 0.0;
   const double scale = double(kSmallProbeBytes) / double(std::size_t{1} << 20);
