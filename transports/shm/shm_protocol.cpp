@@ -20,7 +20,7 @@ namespace {
 constexpr std::size_t kCalibrationBytes = std::size_t{2} << 20;
 constexpr int kCalibrationRounds = 3;
 // Streaming must win by this much: it needs both ranks running (and the sender progressing), CMA only the receiver.
-constexpr double kStreamMargin = 1.25;
+constexpr double kStreamMargin = ProtocolHistory::kStreamMargin;
 constexpr uint64_t kLargestSize = uint64_t{1} << 30;
 
 using Seconds = std::chrono::duration<double>;
@@ -98,7 +98,7 @@ LargeProtocol ProtocolHistory::pick(uint64_t bytes) {
   const unsigned cmas = cell.samples[static_cast<int>(LargeProtocol::kCma)];
   const unsigned streams = cell.samples[static_cast<int>(LargeProtocol::kStream)];
   if (cmas < kTriesEach || streams < kTriesEach) return cmas <= streams ? LargeProtocol::kCma : LargeProtocol::kStream;
-  const LargeProtocol best = stream < cma ? LargeProtocol::kStream : LargeProtocol::kCma;
+  const LargeProtocol best = stream * ProtocolHistory::kStreamMargin < cma ? LargeProtocol::kStream : LargeProtocol::kCma;
   const LargeProtocol other = best == LargeProtocol::kCma ? LargeProtocol::kStream : LargeProtocol::kCma;
   return ++cell.picks % kExploreEvery == 0 ? other : best;
 }

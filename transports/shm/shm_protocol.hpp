@@ -42,7 +42,8 @@
 //
 // So the default (DCOMM_SHM_PROTOCOL=measured) measures the outcome instead: each receiver keeps, per peer and per
 // size class (powers of two), how long each protocol took a byte lately (ProtocolHistory: a CMA read from its call
-// to its return, a stream from its kCts to its last byte, pulls and stalls included), and takes the cheaper. It
+// to its return, a stream from its kCts to its last byte, pulls and stalls included), and takes the cheaper, a
+// stream only by the margin of the model above (1.25: ProtocolHistory::pick says why). It
 // tries CMA and streaming in turns in each class, twice each (a first message pays for first touches), then the
 // one that lost again every kExploreEvery messages of that class, so a change of placement is noticed within that
 // many. DCOMM_SHM_PROTOCOL=cma or stream forces one
@@ -110,6 +111,8 @@ class StallRate {
 /// Per peer (its receiver's): what large messages cost lately, by protocol and size class, and which to take next.
 class ProtocolHistory {
  public:
+  /// How much cheaper a byte a stream must measure than a single copy to be taken (as auto mode's kStreamMargin).
+  static constexpr double kStreamMargin = 1.25;
   /// Messages of one class between two tries of the protocol that is losing there.
   static constexpr unsigned kExploreEvery = 32;
   /// Messages each protocol takes in a class before the two are compared: a first message's time is not the
@@ -120,7 +123,13 @@ class ProtocolHistory {
   /// chose shm_direct (5.6-6.5 in a loop) over linear (3.0-4.0).
   static constexpr unsigned kTriesEach = 2;
   /// The protocol for a message of `bytes`: CMA and streaming in turns, CMA first, until each has been measured
-  /// kTriesEach times in its class; then the cheaper a byte, but the other every kExploreEvery messages.
+  /// kTriesEach times in its class; then CMA unless streaming measured under 1/1.25 of its time a byte (the margin
+  /// of auto mode: a stream needs both ranks, a single copy the receiver alone), but the other every kExploreEvery
+  /// messages. A receiver times its own side only: a stream also puts a copy on the sender's core, which a pattern
+  /// paced by its sender pays. Without the margin, scatter[linear] of 64 KiB on 2 ranks bound beside OpenMPI went
+  /// streamed in 3 of 8 runs (120-135 of 152 messages; 6.1-6.8 us a call against 3.4-4.0 by single copies) and
+  /// the tuner measured it so; with it, single copies in 8 of 8 (session 19). Where streams win they win by more
+  /// (2-3.5x: sendrecv in session 11's placement; all_gather[ring] 4 MiB exchanges, 157-175 against 467-475 us).
   LargeProtocol pick(uint64_t bytes);
   /// A message of `bytes` took `seconds` by `p`: a moving average over about 4 messages a class, from the second
   /// message on (the first, which pays for first touches, is replaced by the second).
