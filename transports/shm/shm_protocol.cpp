@@ -19,8 +19,8 @@ namespace {
 
 constexpr std::size_t kCalibrationBytes = std::size_t{2} << 20;
 constexpr int kCalibrationRounds = 3;
-// Streaming must win by this much: it needs both ranks running (and the sender progressing), CMA only the receiver.
-constexpr double kStreamMargin = ProtocolHistory::kStreamMargin;
+// Streaming must win by ProtocolHistory::kStreamMargin: it needs both ranks running (and the sender progressing),
+// CMA only the receiver.
 constexpr uint64_t kLargestSize = uint64_t{1} << 30;
 
 using Seconds = std::chrono::duration<double>;
@@ -98,7 +98,7 @@ LargeProtocol ProtocolHistory::pick(uint64_t bytes) {
   const unsigned cmas = cell.samples[static_cast<int>(LargeProtocol::kCma)];
   const unsigned streams = cell.samples[static_cast<int>(LargeProtocol::kStream)];
   if (cmas < kTriesEach || streams < kTriesEach) return cmas <= streams ? LargeProtocol::kCma : LargeProtocol::kStream;
-  const LargeProtocol best = stream * ProtocolHistory::kStreamMargin < cma ? LargeProtocol::kStream : LargeProtocol::kCma;
+  const LargeProtocol best = stream * kStreamMargin < cma ? LargeProtocol::kStream : LargeProtocol::kCma;
   const LargeProtocol other = best == LargeProtocol::kCma ? LargeProtocol::kStream : LargeProtocol::kCma;
   return ++cell.picks % kExploreEvery == 0 ? other : best;
 }
@@ -141,9 +141,8 @@ LargeProtocol choose(ProtocolMode mode, const Calibration& cal, const MessageFac
   }
   if (m.shares_core || m.streams_stall || cal.cma_gbps <= 0 || cal.copy_gbps <= 0) return LargeProtocol::kCma;
   const auto n = static_cast<double>(m.bytes);
-  return stream_us(cal, n, static_cast<double>(m.chunk_bytes), m.two_way) * kStreamMargin < cma_us(cal, n)
-             ? LargeProtocol::kStream
-             : LargeProtocol::kCma;
+  const double stream = stream_us(cal, n, static_cast<double>(m.chunk_bytes), m.two_way);
+  return stream * ProtocolHistory::kStreamMargin < cma_us(cal, n) ? LargeProtocol::kStream : LargeProtocol::kCma;
 }
 
 uint64_t stream_threshold(const Calibration& cal, uint64_t from, uint64_t chunk_bytes, bool two_way) {

@@ -124,9 +124,9 @@ void ShmTransport::log_choices(bool any_cma) const {
     DCOMM_INFO("shm rank {}: large messages (over {}) {}", ctx_.self.rank, format_bytes(knobs_.eager_bytes),
                !any_cma ? "stream through the ring (no cross-memory attach)"
                : knobs_.protocol == ProtocolMode::kMeasured
-                   ? std::string("take whichever of cross-memory attach and streaming measured faster lately (streaming by a "
-                                 "margin of 1.25), per peer and size (ranks sharing a core: cross-memory attach; DCOMM_SHM_PROTOCOL=cma|"
-                                 "stream forces one)")
+                   ? std::string("take whichever of cross-memory attach and streaming measured faster lately "
+                                 "(streaming by a margin of 1.25), per peer and size (ranks sharing a core: "
+                                 "cross-memory attach; DCOMM_SHM_PROTOCOL=cma|stream forces one)")
                    : fmt::format("take {} (DCOMM_SHM_PROTOCOL)", to_string(knobs_.protocol)));
     return;
   }
