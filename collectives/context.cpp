@@ -10,28 +10,9 @@
 
 namespace dcomm::coll {
 
-namespace {
-
-// The dtype and device that describe a call's elements (barrier has none: bytes).
-const Buffer& primary(const Args& a) { return a.send.data != nullptr || a.send.count > 0 ? a.send : a.recv; }
-
-}  // namespace
-
 bool on_device(const Args& args) { return !args.send.device.is_host() || !args.recv.device.is_host(); }
 
 bool device_pieces(const Args& args) { return on_device(args) && !args.vector_variant; }
-
-Context::Context(const Args& a, const GroupView& v, const Deadline& d, uint64_t s, std::string_view w,
-                 std::size_t chunk)
-    : args(a),
-      view(v),
-      deadline(d),
-      seq(s),
-      what(w),
-      chunk_bytes(chunk),
-      dtype_(primary(a).dtype),
-      esize_(dtype_size(primary(a).dtype)),
-      device_(primary(a).device) {}
 
 Context Context::on(const GroupView& sub, uint32_t base) const {
   if (sub.rank < 0 || step_base_ + base >= kCheckStepBase) {

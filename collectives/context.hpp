@@ -16,6 +16,7 @@
 namespace dcomm::coll {
 
 struct CallDescriptor;
+struct SlotPlan;
 
 /// Steps at and above this are reserved for the engine's call check; algorithms number theirs from 0.
 inline constexpr uint32_t kCheckStepBase = 2016;
@@ -59,8 +60,10 @@ struct WindowsWatch {
 class Context {
  public:
   /// `what` must outlive the context (the engine keeps one per algorithm, so a call builds no string).
-  Context(const Args& args, const GroupView& view, const Deadline& deadline, uint64_t seq, std::string_view what,
-          std::size_t chunk_bytes);
+  /// Inline: every call builds one (its dtype and device are its send buffer's, or its receive buffer's when the send
+  /// side is empty: barrier has neither and counts bytes).
+  Context(const Args& a, const GroupView& v, const Deadline& d, uint64_t s, std::string_view w, std::size_t chunk)
+      : Context(a, v, d, s, w, chunk, a.send.data != nullptr || a.send.count > 0 ? a.send : a.recv) {}
 
   const Args& args;
   const GroupView& view;
@@ -82,6 +85,9 @@ class Context {
   /// For an algorithm that carries out the call check itself (Algorithm::fuses_check): this rank's call, to check
   /// with check_calls_match() before any other message. Null when the engine checked already or checks are off.
   const CallDescriptor* call = nullptr;
+  /// For <collective>[slot]: the exchange's fixed part when the engine planned it for this call's shape (slots.hpp,
+  /// SlotPlan), made for the `call` above; null: the row plans the exchange itself.
+  const SlotPlan* slot_plan = nullptr;
   /// Set by the engine where it can measure the windows again (window_probe.hpp): a row that moved data through
   /// windows filled with plain stores judges them (note_window_round). Null: nobody listens.
   WindowsWatch* windows = nullptr;
@@ -126,6 +132,18 @@ class Context {
   Scratch scratch(std::size_t count) const;
 
  private:
+  Context(const Args& a, const GroupView& v, const Deadline& d, uint64_t s, std::string_view w, std::size_t chunk,
+          const Buffer& primary)
+      : args(a),
+        view(v),
+        deadline(d),
+        seq(s),
+        what(w),
+        chunk_bytes(chunk),
+        dtype_(primary.dtype),
+        esize_(dtype_size(primary.dtype)),
+        device_(primary.device) {}
+
   DType dtype_;
   std::size_t esize_;
   Device device_;

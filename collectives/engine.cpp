@@ -96,19 +96,17 @@ class EngineImpl final : public Engine {
     PerAlgorithm& mine = *repeat_.mine;
     Context ctx(args, view_, deadline, seq, mine.what, repeat_.chunk);
     ctx.state = &mine.state;
+    if (repeat_.planned) ctx.slot_plan = &repeat_.slot_plan;
     if (reprobe_calls_ > 0) ctx.windows = &watch_;
     // Memory is taken before the check, so that a rank that cannot have it tells every rank in the check instead
     // of failing alone in the middle of the algorithm: the work buffer of a reducing call, and for a large host
     // call a probe of its largest buffer's size (about what its algorithm's scratch takes; a count far beyond the
     // memory fails here). Small calls skip the probe: their scratch comes from the cache.
     Scratch held;
-    if (!moves_nothing(args)) {
+    if (!repeat_.nothing) {
       try {
-        if (is_reducing(args.coll) && needs_work_scratch(args, view_.rank)) held = ctx.scratch(args.send.count);
-        const std::size_t largest = largest_bytes(args);
-        if (held.data() == nullptr && largest >= kProbeScratchBytes && ctx.device().is_host()) {
-          probe_host_memory(largest);
-        }
+        if (repeat_.work_scratch) held = ctx.scratch(args.send.count);
+        if (held.data() == nullptr && repeat_.probe_memory) probe_host_memory(largest_bytes(args));
       } catch (const Error& e) {
         refuse(args, deadline, seq, e.what());
       }
@@ -117,7 +115,7 @@ class EngineImpl final : public Engine {
     const CallDescriptor& call = repeat_.call;
     if (checked) {
       // compared before the measurement; its algorithm is now the measured one, the same on every rank
-    } else if (check && (!repeat_.fused || moves_nothing(args))) {
+    } else if (check && (!repeat_.fused || repeat_.nothing)) {
       // Through the slots the check carries this rank's note that its windows were slow (note_window_round), and
       // every rank reads every rank's: all measure again here, before moving any data, or none does.
       const bool notes = view_.slots != nullptr && reprobe_calls_ > 0;
@@ -133,9 +131,9 @@ class EngineImpl final : public Engine {
     } else if (check) {
       ctx.call = &call;  // the algorithm's first exchange carries the check
     }
-    if (moves_nothing(args)) return;
+    if (repeat_.nothing) return;
     try {
-      if (is_reducing(args.coll)) {
+      if (repeat_.reducing) {
         run_reducing(ctx, *algo, held);
       } else {
         algo->run(ctx);
@@ -225,6 +223,15 @@ class EngineImpl final : public Engine {
     // On a group with slots only the slot algorithms carry the check themselves: the others' first exchanges go by
     // messages, where a rank whose call differs would never meet them.
     repeat_.fused = algo->fuses_check && (view_.slots == nullptr || algo->uses_slots);
+    repeat_.nothing = moves_nothing(args);
+    repeat_.reducing = is_reducing(args.coll);
+    repeat_.work_scratch = repeat_.reducing && needs_work_scratch(args, view_.rank);
+    const Buffer& primary = args.send.data != nullptr || args.send.count > 0 ? args.send : args.recv;  // Context's
+    repeat_.probe_memory = largest_bytes(args) >= kProbeScratchBytes && primary.device.is_host();
+    // A slot row's exchange, planned once for the shape (slots.hpp, SlotPlan): for the call the check gives it.
+    const bool check = check_calls_ && view_.size > 1;
+    repeat_.planned = algo->uses_slots && !repeat_.nothing &&
+                      plan_slot(args, view_, check ? &repeat_.call : nullptr, &repeat_.slot_plan);
     repeat_.algo = algo;
     // Named algorithms and premul_sum's scale (which validation checks, and the shape leaves out) are never
     // repeats: the next call goes the full way again.
@@ -379,6 +386,11 @@ class EngineImpl final : public Engine {
     bool fused = false;  ///< the algorithm's first exchange carries the check
     std::size_t chunk = 0;  ///< chunk_for(): the shape's devices decide it
     double probe_bytes = 0;  ///< the model's n when the call counts toward the next window measurement, else 0
+    // What else the run derives from the shape: it moves nothing (barrier), it reduces, it combines in scratch
+    // (needs_work_scratch), its largest buffer is probed for memory (a host call of kProbeScratchBytes or more).
+    bool nothing = false, reducing = false, work_scratch = false, probe_memory = false;
+    bool planned = false;  ///< slot_plan holds the slot row's exchange for this shape
+    SlotPlan slot_plan;
   };
 
   GroupView view_;

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <climits>
 #include <cstring>
+#include <type_traits>
 #include <dcomm/error.hpp>
 
 #include "collectives/dissemination.hpp"
@@ -51,6 +52,7 @@ static_assert(kDataOffset == 40, "the head and 24 bytes of data share one cache 
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "slot flags must be lock-free across processes");
 // Slots start on a cache line of their own.
 constexpr std::size_t kSlotStride = (kDataOffset + kSlotBytes + 63) / 64 * 64;
+static_assert(kSlotStride == SlotChannel::kStride, "slots.hpp's stride is this head's");
 // The segment's name carries a call number; the cost model's probe uses 0xFFFFF.
 constexpr uint64_t kSetupSeq = 0xFFFFE;
 
@@ -101,6 +103,15 @@ CallDescriptor expand(const SlotCall& s) {
 }
 
 const SlotHead& head(const char* slot) { return *reinterpret_cast<const SlotHead*>(slot); }
+
+// a == b, as three words (the check's fast path runs on every call; memcmp is a library call).
+inline bool same_call(const SlotCall& a, const SlotCall& b) {
+  static_assert(sizeof(SlotCall) == 3 * sizeof(uint64_t) && alignof(SlotCall) >= alignof(uint32_t));
+  uint64_t x[3], y[3];
+  std::memcpy(x, &a, sizeof x);
+  std::memcpy(y, &b, sizeof y);
+  return ((x[0] ^ y[0]) | (x[1] ^ y[1]) | (x[2] ^ y[2])) == 0;
+}
 
 // What Mesh::wait_until polls: one rank's flag.
 struct Awaited {
@@ -177,7 +188,6 @@ std::shared_ptr<SlotChannel> SlotChannel::create(const Context& c, uint32_t step
 
 SlotChannel::SlotChannel(std::unique_ptr<ShmWindows> windows, int rank, int size)
     : windows_(std::move(windows)),
-      stride_(kSlotStride),
       rank_(rank),
       size_(size),
       seen_(static_cast<std::size_t>(size), 0) {
@@ -187,16 +197,38 @@ SlotChannel::SlotChannel(std::unique_ptr<ShmWindows> windows, int rank, int size
 
 SlotChannel::~SlotChannel() = default;
 
-void SlotChannel::publish(uint64_t n, uint8_t state, const CallDescriptor* mine, const void* data,
-                          std::size_t bytes) {
+void SlotChannel::publish(uint64_t n, const SlotPlan& plan, const void* data, std::size_t bytes) {
   char* own = slot(rank_, n);
   auto* h = reinterpret_cast<SlotHead*>(own);
-  h->state = static_cast<SlotState>(state);
+  h->state = static_cast<SlotState>(plan.state);
   h->note = note_;
-  h->call = mine != nullptr ? compact(*mine, algorithm_number(*mine, &cached_call_, &cached_algorithm_)) : SlotCall{};
+  std::memcpy(&h->call, plan.call, sizeof h->call);
   h->bytes = static_cast<uint32_t>(bytes);
   copy_bytes(own + kDataOffset, data, bytes);
   h->flag.store(n, std::memory_order_release);
+}
+
+SlotPlan SlotChannel::plan(const Context& c, const CallDescriptor* mine, std::string_view invalid, std::size_t bytes,
+                           int reads) {
+  if (bytes > kSlotBytes) {
+    throw Error(ErrorCode::kInternal,
+                fmt::format("{}: {} do not fit a shared-memory slot ({} at most)", c.what, format_bytes(bytes),
+                            format_bytes(kSlotBytes)));
+  }
+  SlotPlan p;
+  if (!invalid.empty()) reads = kReadAll;  // it throws the check's error, as every rank that reads it does
+  if (reads >= 0 && size_ == 2) reads = kReadAll;  // the one other rank: seen in full
+  p.reads = reads;
+  p.bytes = bytes;
+  p.checked = mine != nullptr;
+  p.state = static_cast<uint8_t>(!invalid.empty() ? SlotState::kInvalid
+                                 : mine != nullptr ? SlotState::kCall
+                                                   : SlotState::kNoCall);
+  const SlotCall call =
+      mine != nullptr ? compact(*mine, algorithm_number(*mine, &cached_call_, &cached_algorithm_)) : SlotCall{};
+  static_assert(sizeof call == sizeof p.call && std::is_trivially_copyable_v<SlotCall>, "a plan holds a SlotCall");
+  std::memcpy(p.call, &call, sizeof call);
+  return p;
 }
 
 void SlotChannel::wait_all(const Context& c, uint64_t n, uint64_t seq) const {
@@ -235,7 +267,7 @@ bool SlotChannel::all_agree(uint64_t n) const {
   const SlotHead& own = head(slot(rank_, n));
   for (int q = 0; q < size_; ++q) {
     const SlotHead& theirs = head(slot(q, n));
-    if (theirs.state != SlotState::kCall || std::memcmp(&theirs.call, &own.call, sizeof own.call) != 0) return false;
+    if (theirs.state != SlotState::kCall || !same_call(theirs.call, own.call)) return false;
   }
   return true;
 }
@@ -315,64 +347,83 @@ void SlotChannel::settle_quietly(const GroupView& view, const Deadline& deadline
 
 void SlotChannel::exchange(const Context& c, const CallDescriptor* mine, std::string_view invalid, const void* data,
                            std::size_t bytes, int reads) {
-  if (bytes > kSlotBytes) {
-    throw Error(ErrorCode::kInternal,
-                fmt::format("{}: {} do not fit a shared-memory slot ({} at most)", c.what, format_bytes(bytes),
-                            format_bytes(kSlotBytes)));
-  }
+  const SlotPlan p = plan(c, mine, invalid, invalid.empty() ? bytes : 0, reads);
+  if (invalid.empty()) return exchange(c, p, data);
+  // An invalid call publishes its reason in place of its data.
+  SlotPlan with_reason = p;
+  with_reason.bytes = std::min(invalid.size(), kMaxReasonBytes);
+  exchange(c, with_reason, invalid.data());
+}
+
+void SlotChannel::exchange(const Context& c, const SlotPlan& p, const void* data) {
   notes_ = 0;
-  if (!invalid.empty()) reads = kReadAll;  // it throws the check's error, as every rank that reads it does
-  if (reads >= 0 && size_ == 2) reads = kReadAll;  // the one other rank: seen in full
   const uint64_t n = exchanges_ + 1;
   // The pending checks of the calls this rank returned from early: all of them before a call that reads every slot
   // (it waits for the others anyway), at least those whose slots are the next to be reused, and, once kSettleBatch
   // are pending, those already complete.
-  std::string late;
   constexpr uint64_t kCheckLag = kSlotDepth - kCallsAhead;  // see slots.hpp
-  const uint64_t must = reads == kReadAll ? exchanges_ : n > kCheckLag ? n - kCheckLag : 0;
-  if (verified_ < must || exchanges_ - verified_ >= kSettleBatch) late = settle(c, must);
+  const uint64_t must = p.reads == kReadAll ? exchanges_ : n > kCheckLag ? n - kCheckLag : 0;
+  if (verified_ < must || exchanges_ - verified_ >= kSettleBatch) {
+    std::string late = settle(c, must);
+    if (!late.empty()) {
+      if (n > room_) wait_for_room(c, n);
+      past_[n % kSlotDepth] = Past{c.seq, c.what, p.checked};
+      exchanges_ = n;
+      // This rank returned from that call as if it were right. It cannot run this call now: it tells the ranks
+      // that read its part of it, in place of its data, and checks this exchange later (notices aside).
+      const std::string reason = "it learned only at this call that " + late;
+      SlotPlan notice = p;
+      notice.state = static_cast<uint8_t>(SlotState::kLateNotice);
+      publish(n, notice, reason.data(), std::min(reason.size(), kSlotBytes));
+      throw InvalidUsageError(fmt::format(
+          "{}: call #{} of this group did not run: this rank learned only at this call that an earlier {}; the "
+          "ranks that read this rank's part of call #{} fail it too (docs/errors.md)",
+          c.what, c.seq, late, c.seq));
+    }
+  }
   if (n > room_) wait_for_room(c, n);
-  past_[n % kSlotDepth] = Past{c.seq, c.what, mine != nullptr};
+  past_[n % kSlotDepth] = Past{c.seq, c.what, p.checked};
   exchanges_ = n;
-  if (!late.empty()) {
-    // This rank returned from that call as if it were right. It cannot run this call now: it tells the ranks that
-    // read its part of it, in place of its data, and checks this exchange later (notices aside).
-    const std::string reason = "it learned only at this call that " + late;
-    publish(n, static_cast<uint8_t>(SlotState::kLateNotice), mine, reason.data(), std::min(reason.size(), kSlotBytes));
-    throw InvalidUsageError(fmt::format(
-        "{}: call #{} of this group did not run: this rank learned only at this call that an earlier {}; the ranks "
-        "that read this rank's part of call #{} fail it too (docs/errors.md)",
-        c.what, c.seq, late, c.seq));
-  }
-  if (!invalid.empty()) {
-    publish(n, static_cast<uint8_t>(SlotState::kInvalid), mine, invalid.data(), std::min(invalid.size(), kMaxReasonBytes));
-  } else {
-    publish(n, static_cast<uint8_t>(mine != nullptr ? SlotState::kCall : SlotState::kNoCall), mine, data, bytes);
-  }
-  if (reads == kReadAll) {
-    wait_all(c, n, c.seq);
+  publish(n, p, data, p.bytes);
+  if (p.reads != kReadNone) receive(c, n, p);
+  // kReadNone, or the root's slot alone: not every call seen, checked at a later exchange (settle).
+}
+
+void SlotChannel::receive(const Context& c, uint64_t n, const SlotPlan& p) {
+  if (p.reads == kReadAll) {
+    // Every other rank's slot in one pass: its flag (waited for), whether its call is this rank's, its note.
+    SlotCall own;
+    std::memcpy(&own, p.call, sizeof own);
+    bool agree = p.state == static_cast<uint8_t>(SlotState::kCall);  // this rank's own call is valid, too
+    uint8_t notes = note_;
+    for (int q = 0; q < size_; ++q) {
+      if (q == rank_) continue;
+      const SlotHead& theirs = head(slot(q, n));
+      if (theirs.flag.load(std::memory_order_acquire) != n) {
+        Awaited awaited{&theirs, n, q, c.seq};
+        c.view.mesh->wait_until(flag_set, describe, &awaited, world_rank(c.view, q), c.deadline, c.what);
+      }
+      agree &= theirs.state == SlotState::kCall && same_call(theirs.call, own);
+      notes |= theirs.note;
+    }
     verified_ = n;  // every call seen (the settle above checked every earlier one)
-    if (mine != nullptr && !all_agree(n)) verdict(c, n, /*late_notices=*/true);
-    notes_ = 0;
-    for (int q = 0; q < size_; ++q) notes_ |= head(slot(q, n)).note;
+    if (p.checked && !agree) verdict(c, n, /*late_notices=*/true);
+    notes_ = notes;
     return;
   }
-  if (reads >= 0) {
-    Awaited awaited{&head(slot(reads, n)), n, reads, c.seq};
-    if (!flag_set(&awaited)) {
-      c.view.mesh->wait_until(flag_set, describe, &awaited, world_rank(c.view, reads), c.deadline, c.what);
-    }
-    const SlotHead& theirs = head(slot(reads, n));
-    if (mine != nullptr && (theirs.state != SlotState::kCall || !(theirs.call == head(slot(rank_, n)).call))) {
-      // Never its data: every rank's call, and the check's error (this call's; earlier pending ones are dropped).
-      wait_all(c, n, c.seq);
-      verified_ = n;
-      verdict(c, n, /*late_notices=*/true);
-      throw Error(ErrorCode::kInternal, fmt::format("{}: rank {}'s call differs from this rank's, yet the call check "
-                                                    "passed (call #{})", c.what, reads, c.seq));
-    }
+  Awaited awaited{&head(slot(p.reads, n)), n, p.reads, c.seq};
+  if (!flag_set(&awaited)) {
+    c.view.mesh->wait_until(flag_set, describe, &awaited, world_rank(c.view, p.reads), c.deadline, c.what);
   }
-  // Not every call seen: checked at a later exchange (settle).
+  const SlotHead& theirs = head(slot(p.reads, n));
+  if (p.checked && (theirs.state != SlotState::kCall || !same_call(theirs.call, head(slot(rank_, n)).call))) {
+    // Never its data: every rank's call, and the check's error (this call's; earlier pending ones are dropped).
+    wait_all(c, n, c.seq);
+    verified_ = n;
+    verdict(c, n, /*late_notices=*/true);
+    throw Error(ErrorCode::kInternal, fmt::format("{}: rank {}'s call differs from this rank's, yet the call check "
+                                                  "passed (call #{})", c.what, p.reads, c.seq));
+  }
 }
 
 const char* SlotChannel::data(const Context& c, int q, std::size_t expected) const {

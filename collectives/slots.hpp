@@ -109,6 +109,22 @@ inline void copy_bytes(void* dst, const void* src, std::size_t n) {
 bool slots_take(const Args& args, const GroupView& view);
 const Algorithm& slot_fallback(Collective c);
 
+/// The part of one rank's exchange that follows from the call's shape alone (SlotChannel::plan): the call as its slot
+/// holds it, what the slot's state says, whose slots the rank reads and how many bytes it publishes. The engine makes
+/// one when a shape first runs through the slots and reuses it while the calls repeat the shape (Context::slot_plan),
+/// so a repeated small call compacts, looks up and decides nothing again.
+struct SlotPlan {
+  alignas(8) unsigned char call[24]{};  ///< the compacted call descriptor (slots.cpp's SlotCall); zeros: none
+  uint8_t state = 0;                    ///< the slot's state: a call, an invalid call, or the check off
+  bool checked = false;                 ///< it carries a call (the check is on)
+  int reads = -1;                       ///< SlotChannel::kReadAll, kReadNone, or the one rank read
+  std::size_t bytes = 0;                ///< what this rank publishes (<= kSlotBytes)
+};
+
+/// The plan of <collective>[slot] for this rank's call (`call`: its descriptor, null with the check off), or false
+/// when the slots do not take the call (slots_take).
+bool plan_slot(const Args& args, const GroupView& view, const CallDescriptor* call, SlotPlan* plan);
+
 class SlotChannel {
  public:
   /// Collective over the group `c` describes (it sends a few agreement messages with steps from `step`, using
@@ -123,6 +139,8 @@ class SlotChannel {
   /// returns once published), or group rank q's alone (q >= 0).
   static constexpr int kReadAll = -1;
   static constexpr int kReadNone = -2;
+  /// From one slot to the next in a segment: a head (40 B) and kSlotBytes, to whole cache lines.
+  static constexpr std::size_t kStride = (40 + kSlotBytes + 63) / 64 * 64;
 
   /// One exchange (see above): first the pending checks of the exchanges this rank returned from before seeing
   /// every call (all of them when this call reads every slot), and the wait for room in the ring; then publishes
@@ -132,6 +150,11 @@ class SlotChannel {
   /// until this rank's next exchange. `c.what` must outlive the group (the engine's per-algorithm name).
   void exchange(const Context& c, const CallDescriptor* mine, std::string_view invalid, const void* data,
                 std::size_t bytes, int reads = kReadAll);
+  /// The same exchange for a call whose fixed part is planned (plan()): publishes `plan.bytes` of `data`.
+  void exchange(const Context& c, const SlotPlan& plan, const void* data);
+  /// The fixed part of an exchange (see exchange() above for the arguments). Throws kInternal when `bytes` exceed
+  /// kSlotBytes.
+  SlotPlan plan(const Context& c, const CallDescriptor* mine, std::string_view invalid, std::size_t bytes, int reads);
   /// The pending checks, if any, bounded by `deadline`; for the group's destruction (`view`: the group's). Never
   /// throws: a mismatch or a failure is logged.
   void settle_quietly(const GroupView& view, const Deadline& deadline) noexcept;
@@ -149,7 +172,7 @@ class SlotChannel {
   SlotChannel(std::unique_ptr<ShmWindows> windows, int rank, int size);
   char* slot(int q, uint64_t exchange) const {
     static_assert((kSlotDepth & (kSlotDepth - 1)) == 0, "a power of two: a mask, not a division");
-    return bases_[static_cast<std::size_t>(q)] + (exchange & (kSlotDepth - 1)) * stride_;
+    return bases_[static_cast<std::size_t>(q)] + (exchange & (kSlotDepth - 1)) * kStride;
   }
   /// Waits for every other rank's flag of exchange n (call `seq`).
   void wait_all(const Context& c, uint64_t n, uint64_t seq) const;
@@ -166,7 +189,9 @@ class SlotChannel {
   /// Before exchange n, past room_: waits until every other rank has published exchange n - kCallsAhead (see
   /// above), and moves room_ as far as their flags allow.
   void wait_for_room(const Context& c, uint64_t n);
-  void publish(uint64_t n, uint8_t state, const CallDescriptor* mine, const void* data, std::size_t bytes);
+  void publish(uint64_t n, const SlotPlan& plan, const void* data, std::size_t bytes);
+  /// After publishing exchange n: the waits and the check for the slots `plan` reads (see exchange()).
+  void receive(const Context& c, uint64_t n, const SlotPlan& plan);
 
   /// What a pending check needs of an exchange: its call's number, its name, and whether it carried a call.
   struct Past {
@@ -177,7 +202,6 @@ class SlotChannel {
 
   std::unique_ptr<ShmWindows> windows_;
   std::vector<char*> bases_;  ///< every rank's segment, as mapped here (windows_->of(q), looked up once)
-  std::size_t stride_;        ///< from one slot to the next in a segment
   int rank_;
   int size_;
   uint64_t exchanges_ = 0;  ///< exchanges so far; the flag of exchange n is n

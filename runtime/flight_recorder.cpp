@@ -11,6 +11,7 @@
 #include <cstring>
 #include <thread>
 #include <type_traits>
+#include <utility>
 
 #include "common/env.hpp"
 
@@ -82,18 +83,23 @@ void under_stamp(Slot& slot, Write write) {
 
 void FlightRecorder::store(uint64_t index, std::size_t at, const Entry& e) {
   Slot& slot = ring_[at];
+  uint64_t w[kWords];
+  std::memcpy(w, &e, sizeof w);
   under_stamp(slot, [&] {
     slot.index.store(index + 1, std::memory_order_relaxed);
-    for (std::size_t w = 0; w < kWords; ++w) slot.words[w].store(word_of(e, w), std::memory_order_relaxed);
+    // Word by word, written out: the loop of eight relaxed stores was not unrolled, and every call runs this.
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (slot.words[I].store(w[I], std::memory_order_relaxed), ...);
+    }(std::make_index_sequence<kWords>{});
   });
 }
 
 void FlightRecorder::store_end(std::size_t at, const Entry& e) {
   Slot& slot = ring_[at];
   under_stamp(slot, [&] {
-    for (std::size_t w : {kAlgorithmWord, kStateWord, kEndWord}) {
-      slot.words[w].store(word_of(e, w), std::memory_order_relaxed);
-    }
+    slot.words[kAlgorithmWord].store(word_of(e, kAlgorithmWord), std::memory_order_relaxed);
+    slot.words[kStateWord].store(word_of(e, kStateWord), std::memory_order_relaxed);
+    slot.words[kEndWord].store(word_of(e, kEndWord), std::memory_order_relaxed);
   });
 }
 

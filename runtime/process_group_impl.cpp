@@ -64,7 +64,7 @@ void ProcessGroupImpl::run_recorded(const coll::Args& args, const std::string& a
 ProcessGroupImpl::~ProcessGroupImpl() = default;
 
 
-void ProcessGroupImpl::check_usable(const char* op) const {
+void ProcessGroupImpl::throw_unusable(const char* op) const {
   if (world_->shrunk) {
     throw AbortedError(fmt::format("{} {}: this group was shrunk after a failure and cannot be used; use the group "
                                    "that shrink() returned",
@@ -78,6 +78,7 @@ void ProcessGroupImpl::check_usable(const char* op) const {
                                         e.what()));
     }
   }
+  throw Error(ErrorCode::kInternal, fmt::format("{} {}: the group's mesh reports a failure but holds none", op, label()));
 }
 
 void ProcessGroupImpl::check_peer(const char* op, int peer, bool allow_any) const {
@@ -156,7 +157,6 @@ WorkPtr ProcessGroupImpl::post_p2p(bool is_send, const Buffer& buf, int peer, in
 }
 
 WorkPtr ProcessGroupImpl::submit(coll::Args&& args, const CollectiveOptions& opts) {
-  const char* name = to_string(args.coll);
   // A caller mistake does not throw here: the call still takes its number and runs, and the engine finds the
   // mistake (or takes `problem`) and fails the call on every rank through the call check, naming this rank. Had
   // this rank thrown alone, the others' call would pair with this rank's next one.
@@ -167,13 +167,13 @@ WorkPtr ProcessGroupImpl::submit(coll::Args&& args, const CollectiveOptions& opt
   const bool plain_host = !args.send.detect_device && !args.recv.detect_device && args.send.device.is_host() &&
                           args.recv.device.is_host();
   try {
-    if (!plain_host) device = call_device(name, {{"send", &args.send}, {"recv", &args.recv}});
+    if (!plain_host) device = call_device(to_string(args.coll), {{"send", &args.send}, {"recv", &args.recv}});
   } catch (const Error& e) {
     problem = e.what();
   }
   args.send.device = args.recv.device = device;
   args.send.detect_device = args.recv.detect_device = false;
-  check_usable(name);
+  if (!usable()) throw_unusable(to_string(args.coll));
   args.chosen_algorithm = recorder_->algorithm_slot();
   uint64_t seq = seq_.fetch_add(1);
   Duration timeout = opts.timeout == kDefaultTimeout ? world_->timeout : opts.timeout;
@@ -189,7 +189,7 @@ WorkPtr ProcessGroupImpl::submit(coll::Args&& args, const CollectiveOptions& opt
     executor_.leave_inline();
     return completed_work();
   }
-  auto work = std::make_shared<CollectiveWork>(std::string(name) + ' ' + label_ + " (call " + std::to_string(seq) + ')',
+  auto work = std::make_shared<CollectiveWork>(std::string(to_string(args.coll)) + ' ' + label_ + " (call " + std::to_string(seq) + ')',
                                                world_->timeout);
   std::string algorithm = opts.algorithm;
   Executor::Task task;

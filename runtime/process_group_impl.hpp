@@ -107,7 +107,13 @@ class ProcessGroupImpl : public ProcessGroup, public std::enable_shared_from_thi
   std::vector<int> world_members_of(const std::vector<int>& ranks, const char* op) const;
   const std::string& label() const { return label_; }
   void check_peer(const char* op, int peer, bool allow_any) const;
-  void check_usable(const char* op) const;
+  /// Throws when the group cannot run calls (shrunk, or its mesh failed); `op` names the call. Inline: every call
+  /// asks it, and a usable group answers with two loads.
+  void check_usable(const char* op) const {
+    if (!usable()) throw_unusable(op);
+  }
+  bool usable() const { return !world_->shrunk.load(std::memory_order_relaxed) && !world_->mesh->failed(); }
+  [[noreturn]] void throw_unusable(const char* op) const;
 
   std::shared_ptr<World> world_;
   coll::GroupView view_;

@@ -10,6 +10,7 @@
 // the wait within a few seconds naming the peer's rank and host, the op and the bytes. The first failure poisons
 // the mesh: every later call fails at once, repeating that first cause.
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -139,8 +140,14 @@ class Mesh {
   /// Marks the mesh failed; later calls throw `cause` at once.
   virtual void poison(std::exception_ptr cause) noexcept = 0;
   virtual std::exception_ptr poisoned() const = 0;
+  /// Whether the mesh is poisoned (or closed): poisoned() without its exception, inline - every collective call
+  /// asks it first.
+  bool failed() const noexcept { return failed_.load(std::memory_order_acquire); }
   /// Closes every transport. Idempotent; never throws.
   virtual void close() noexcept = 0;
+
+ protected:
+  std::atomic<bool> failed_{false};  ///< set, with release, once the mesh is poisoned or closed (failed())
 };
 
 }  // namespace dcomm::transport

@@ -40,7 +40,7 @@ const char* MeshImpl::transport_name(int peer) const {
 }
 
 void MeshImpl::throw_if_poisoned() const {
-  if (!is_poisoned_.load(std::memory_order_acquire)) return;
+  if (!failed_.load(std::memory_order_acquire)) return;
   std::rethrow_exception(poisoned());
 }
 
@@ -187,7 +187,7 @@ void MeshImpl::progress() {
 
 bool MeshImpl::test(Request& r) {
   if (r.cancelled || r.op->done()) return true;
-  if (is_poisoned_.load(std::memory_order_acquire)) return true;
+  if (failed_.load(std::memory_order_acquire)) return true;
   // Another thread that holds the lock is progressing for everyone; do not queue behind it.
   std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
   if (lock.owns_lock()) progress_locked();
@@ -207,7 +207,7 @@ void MeshImpl::poison(std::exception_ptr cause) noexcept {
   std::lock_guard<std::mutex> lock(poison_mu_);
   if (poison_) return;
   poison_ = cause;
-  is_poisoned_.store(true, std::memory_order_release);
+  failed_.store(true, std::memory_order_release);
   try {
     std::rethrow_exception(cause);
   } catch (const std::exception& e) {
@@ -219,7 +219,7 @@ void MeshImpl::poison(std::exception_ptr cause) noexcept {
 
 std::exception_ptr MeshImpl::poisoned() const {
   // Asked on every collective call: a mesh that is fine answers without the lock.
-  if (!is_poisoned_.load(std::memory_order_acquire)) return nullptr;
+  if (!failed_.load(std::memory_order_acquire)) return nullptr;
   std::lock_guard<std::mutex> lock(poison_mu_);
   return poison_;
 }
@@ -236,7 +236,7 @@ void MeshImpl::close() noexcept {
       poison_ = std::make_exception_ptr(
           AbortedError(fmt::format("rank {}/{}: the mesh was closed (the process group was destroyed or aborted)",
                                    rank_, size())));
-      is_poisoned_.store(true, std::memory_order_release);
+      failed_.store(true, std::memory_order_release);
     }
   }
   for (auto& r : matcher_.take_posted()) r->op->fail(poison_);

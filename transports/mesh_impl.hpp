@@ -95,7 +95,6 @@ class MeshImpl final : public Mesh, private ArrivalSink {
   std::mutex mu_;  ///< progress, matching and every call into a transport
   bool closed_ = false;
   mutable std::mutex poison_mu_;
-  std::atomic<bool> is_poisoned_{false};
   std::exception_ptr poison_;
 };
 

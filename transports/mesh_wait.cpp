@@ -52,7 +52,7 @@ void MeshImpl::wait(Request& r, const Deadline& deadline, const WaitWhat& what) 
   for (;;) {
     if (r.cancelled) return;
     if (r.op->done()) break;
-    if (is_poisoned_.load(std::memory_order_acquire)) std::rethrow_exception(poisoned());
+    if (failed_.load(std::memory_order_acquire)) std::rethrow_exception(poisoned());
     bool moved = false;
     std::optional<Blame> dead;
     {
@@ -142,7 +142,7 @@ void MeshImpl::wait_until(bool (*ready)(const void* arg), std::string (*awaited)
   constexpr unsigned kClockEvery = 64;
   for (unsigned polls = 1;; ++polls) {
     if (ready(arg)) return;
-    if (is_poisoned_.load(std::memory_order_acquire)) std::rethrow_exception(poisoned());
+    if (failed_.load(std::memory_order_acquire)) std::rethrow_exception(poisoned());
     bool moved = false;
     std::optional<Blame> dead;
     if (polls % kProgressEvery == 0) {

@@ -68,6 +68,14 @@ int slots_read(const Args& a, int rank) {
   }
 }
 
+bool plan_slot(const Args& a, const GroupView& view, const CallDescriptor* call, SlotPlan* plan) {
+  if (!slots_take(a, view)) return false;
+  const Deadline never = Deadline::never();
+  const Context c(a, view, never, 0, "slot plan", 0);
+  *plan = view.slots->plan(c, call, {}, published_bytes(a, view.size, view.rank), slots_read(a, view.rank));
+  return true;
+}
+
 const Algorithm& slot_fallback(Collective c) {
   static const Algorithm* const rows[] = {
       find_algorithm(Collective::kAllReduce, "butterfly"), find_algorithm(Collective::kBroadcast, "binomial"),
@@ -102,7 +110,9 @@ void combine_at_root(const Context& c, SlotChannel& s, std::size_t bytes) {
 
 void run_slot(Context& c) {
   const Args& a = c.args;
-  if (!slots_take(a, c.view)) {  // one rank, several nodes, device memory, or too large
+  // A planned exchange exists only for a call the slots take.
+  const bool planned = c.slot_plan != nullptr && c.slot_plan->checked == (c.call != nullptr);
+  if (!planned && !slots_take(a, c.view)) {  // one rank, several nodes, device memory, or too large
     if (c.call != nullptr) check_calls_match(c, c.call);
     c.call = nullptr;
     const Algorithm& fallback = slot_fallback(a.coll);
@@ -120,8 +130,12 @@ void run_slot(Context& c) {
   // Reducing calls publish their input where it lies (takes_input: the engine copied nothing; pre-scaled into
   // `work` for premul_sum). Every result comes from the slots, so `work` may be the input itself (in place).
   const void* out = reducing ? c.input : a.send.data;
-  const std::size_t mine = published_bytes(a, p, r);
-  s.exchange(c, c.call, {}, out, mine, slots_read(a, r));
+  const std::size_t mine = planned ? c.slot_plan->bytes : published_bytes(a, p, r);
+  if (planned) {
+    s.exchange(c, *c.slot_plan, out);  // the engine's plan for this shape (the same as below)
+  } else {
+    s.exchange(c, c.call, {}, out, mine, slots_read(a, r));
+  }
   switch (a.coll) {
     case Collective::kAllReduce:
       return combine(c, s, mine, 0, c.work_count, c.work);
