@@ -103,7 +103,7 @@ void Backoff::pause() {
   const bool check = polls_ % 16 == 0;
   switch (phase_) {
     case Phase::kSpin:
-      if (short_spin_ ? polls_ >= kOversubscribedSpinPolls : check && Clock::now() - since_ >= kSpinTime) {
+      if (short_spin_ ? polls_ >= shared_spin_polls_ : check && Clock::now() - since_ >= kSpinTime) {
         phase_ = Phase::kYield;
       }
       DCOMM_CPU_RELAX();

@@ -91,7 +91,9 @@ class Backoff {
   static constexpr std::chrono::microseconds kYieldTime{2000};
   static constexpr std::chrono::microseconds kSharedYield{5};
   static constexpr std::chrono::milliseconds kSharedFor{20};
-  explicit Backoff(std::chrono::microseconds max_sleep = std::chrono::microseconds(1000)) : max_sleep_(max_sleep) {}
+  explicit Backoff(std::chrono::microseconds max_sleep = std::chrono::microseconds(1000),
+                   unsigned shared_spin_polls = kOversubscribedSpinPolls)
+      : max_sleep_(max_sleep), shared_spin_polls_(shared_spin_polls) {}
   /// Process-wide: whether this node runs more ranks than this process has cores.
   static void set_oversubscribed(bool oversubscribed) noexcept;
   /// Process-wide: whether no other rank may run on this process's cores (bound ranks, each to cores of its own).
@@ -110,6 +112,7 @@ class Backoff {
  private:
   enum class Phase { kSpin, kYield, kSleep };
   std::chrono::microseconds max_sleep_;
+  unsigned shared_spin_polls_;
   unsigned polls_ = 0;
   Phase phase_ = Phase::kSpin;
   bool short_spin_ = false;  ///< this wait spins briefly: cores shared, by placement or by a recent slow yield

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "common/log.hpp"
+#include "transports/placement.hpp"
 
 namespace dcomm::transport {
 
@@ -24,7 +25,9 @@ MeshImpl::MeshImpl(std::vector<PeerInfo> peers, int rank, std::vector<std::uniqu
       route_(std::move(route)),
       device_route_(std::move(device_route)),
       options_(options),
-      self_(rank) {}
+      self_(rank) {
+  for (const PeerInfo& p : peers_) apart_.push_back(cores_apart(peers_[static_cast<std::size_t>(rank_)], p));
+}
 
 const PeerInfo& MeshImpl::peer(int rank) const {
   if (rank < 0 || rank >= size()) {

@@ -85,6 +85,11 @@ class MeshImpl final : public Mesh, private ArrivalSink {
   [[noreturn]] void fail_wait(std::exception_ptr cause);
 
   std::vector<PeerInfo> peers_;
+  std::vector<bool> apart_;  ///< by world rank: cores_apart(this rank, that rank) (mesh_wait.cpp)
+  /// A receive of at most this many bytes from a peer whose cores are apart spins this many polls before it yields
+  /// where ranks share cores (mesh_wait.cpp).
+  static constexpr std::size_t kQuickAnswerBytes = 1024;
+  static constexpr unsigned kQuickAnswerPolls = 16;
   int rank_;
   std::vector<std::unique_ptr<Transport>> transports_;
   std::vector<Transport*> route_;

@@ -6,6 +6,7 @@
 
 using dcomm::transport::PeerInfo;
 using dcomm::transport::cores_alone;
+using dcomm::transport::cores_apart;
 using dcomm::transport::never_run_together;
 using dcomm::transport::shares_cores;
 
@@ -84,4 +85,22 @@ TEST_CASE("a pair never runs together only when both are bound to the same singl
   CHECK_FALSE(never_run_together(on("a", {0}), on("a", {0, 1})));
   CHECK_FALSE(never_run_together(on("a", {}), on("a", {0})));  // unknown affinity
   CHECK_FALSE(never_run_together(on("a", {0}), on("b", {0})));  // another node's core 0
+}
+
+TEST_CASE("ranks whose cores never overlap are apart: a small receive's wait spins longer for them", "[placement]") {
+  // 4 ranks on 2 cores, bound two by two (mpirun --bind-to core:overload-allowed): 0 and 2 on core 0, 1 and 3 on
+  // core 1. A rank waiting for a small message from a rank on the other core may spin through its answer
+  // (MeshImpl::wait); one waiting for the rank on its own core must yield at once.
+  std::vector<PeerInfo> four{on("a", {0}), on("a", {1}), on("a", {0}), on("a", {1})};
+  CHECK(cores_apart(four[0], four[1]));
+  CHECK(cores_apart(four[2], four[3]));
+  CHECK_FALSE(cores_apart(four[0], four[2]));
+  CHECK_FALSE(cores_apart(four[1], four[3]));
+  CHECK(cores_apart(on("a", {0, 1}), on("a", {2, 3})));
+  CHECK_FALSE(cores_apart(on("a", {0, 1}), on("a", {1, 2})));
+  // Unknown affinity may overlap anything; unbound ranks may share any core.
+  CHECK_FALSE(cores_apart(on("a", {}), on("a", {1})));
+  CHECK_FALSE(cores_apart(on("a", {0, 1}), on("a", {0, 1})));
+  // Another node's rank never takes this rank's core, but its answer comes over a network: not apart here.
+  CHECK_FALSE(cores_apart(on("a", {0}), on("b", {1})));
 }
