@@ -18,7 +18,7 @@
 #include "collectives/call_shape.hpp"
 #include "collectives/context.hpp"
 #include "collectives/cost_model.hpp"
-#include "collectives/reduce.hpp"
+#include "collectives/reducing_call.hpp"
 #include "collectives/selector.hpp"
 #include "collectives/shm_segments.hpp"
 #include "collectives/slots.hpp"
@@ -134,7 +134,7 @@ class EngineImpl final : public Engine {
     if (repeat_.nothing) return;
     try {
       if (repeat_.reducing) {
-        run_reducing(ctx, *algo, held);
+        run_reducing(ctx, *algo, held.data());
       } else {
         algo->run(ctx);
       }
@@ -162,36 +162,6 @@ class EngineImpl final : public Engine {
   }
 
  private:
-  // Reductions combine in a work buffer that starts as this rank's input (pre-multiplied for premul_sum); avg
-  // divides the result by the group size at the end.
-  // Whether a reducing call combines in scratch, its output unable to serve (reduce off the root, reduce_scatter).
-  static bool needs_work_scratch(const Args& a, int rank) {
-    return !(a.coll == Collective::kAllReduce || (a.coll == Collective::kReduce && rank == a.root));
-  }
-
-  void run_reducing(Context& c, const Algorithm& algo, Scratch& held) const {
-    const Args& a = c.args;
-    const std::size_t n = a.send.count;
-    c.work = held.data() != nullptr ? held.data() : static_cast<char*>(a.recv.data);
-    c.work_count = n;
-    c.input = c.work;
-    if (a.red.op == ReduceOp::kPreMulSum) {
-      scale_into(c.work, a.send.data, n, c.dtype(), a.red.scale, c.device());
-    } else if (algo.takes_input) {
-      c.input = static_cast<const char*>(a.send.data);  // the algorithm reads it where it is
-    } else {
-      c.copy(c.work, a.send.data, n);
-    }
-    algo.run(c);
-    Buffer out = a.recv;
-    if (a.coll == Collective::kReduceScatter) {
-      c.copy(out.data, c.at(c.work, static_cast<std::size_t>(c.rank()) * out.count), out.count);
-    } else if (a.coll == Collective::kReduce && c.rank() != a.root) {
-      return;
-    }
-    if (a.red.op == ReduceOp::kAvg) divide_by(out.data, out.count, c.dtype(), c.size(), c.device());
-  }
-
   // The full path of run() for a call whose shape is not repeat_'s (or that names an algorithm, or came with a
   // problem): validates it and chooses its algorithm; a call this rank cannot run is refused (throws). A valid
   // call's shape and what follows from it become repeat_; one that names its algorithm is not remembered as a

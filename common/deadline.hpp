@@ -91,6 +91,8 @@ class Backoff {
   static constexpr std::chrono::microseconds kYieldTime{2000};
   static constexpr std::chrono::microseconds kSharedYield{5};
   static constexpr std::chrono::milliseconds kSharedFor{20};
+  /// `shared_spin_polls`: the polls a wait spins before it yields where cores are shared (a waiter that expects its
+  /// answer within about a microsecond may spin more: MeshImpl::wait).
   explicit Backoff(std::chrono::microseconds max_sleep = std::chrono::microseconds(1000),
                    unsigned shared_spin_polls = kOversubscribedSpinPolls)
       : max_sleep_(max_sleep), shared_spin_polls_(shared_spin_polls) {}
