@@ -208,11 +208,11 @@ void SlotChannel::publish(uint64_t n, const SlotPlan& plan, const void* data, st
   h->flag.store(n, std::memory_order_release);
 }
 
-SlotPlan SlotChannel::plan(const Context& c, const CallDescriptor* mine, std::string_view invalid, std::size_t bytes,
-                           int reads) {
+SlotPlan SlotChannel::plan(std::string_view what, const CallDescriptor* mine, std::string_view invalid,
+                           std::size_t bytes, int reads) {
   if (bytes > kSlotBytes) {
     throw Error(ErrorCode::kInternal,
-                fmt::format("{}: {} do not fit a shared-memory slot ({} at most)", c.what, format_bytes(bytes),
+                fmt::format("{}: {} do not fit a shared-memory slot ({} at most)", what, format_bytes(bytes),
                             format_bytes(kSlotBytes)));
   }
   SlotPlan p;
@@ -347,7 +347,7 @@ void SlotChannel::settle_quietly(const GroupView& view, const Deadline& deadline
 
 void SlotChannel::exchange(const Context& c, const CallDescriptor* mine, std::string_view invalid, const void* data,
                            std::size_t bytes, int reads) {
-  const SlotPlan p = plan(c, mine, invalid, invalid.empty() ? bytes : 0, reads);
+  const SlotPlan p = plan(c.what, mine, invalid, invalid.empty() ? bytes : 0, reads);
   if (invalid.empty()) return exchange(c, p, data);
   // An invalid call publishes its reason in place of its data.
   SlotPlan with_reason = p;
@@ -363,27 +363,23 @@ void SlotChannel::exchange(const Context& c, const SlotPlan& p, const void* data
   // are pending, those already complete.
   constexpr uint64_t kCheckLag = kSlotDepth - kCallsAhead;  // see slots.hpp
   const uint64_t must = p.reads == kReadAll ? exchanges_ : n > kCheckLag ? n - kCheckLag : 0;
-  if (verified_ < must || exchanges_ - verified_ >= kSettleBatch) {
-    std::string late = settle(c, must);
-    if (!late.empty()) {
-      if (n > room_) wait_for_room(c, n);
-      past_[n % kSlotDepth] = Past{c.seq, c.what, p.checked};
-      exchanges_ = n;
-      // This rank returned from that call as if it were right. It cannot run this call now: it tells the ranks
-      // that read its part of it, in place of its data, and checks this exchange later (notices aside).
-      const std::string reason = "it learned only at this call that " + late;
-      SlotPlan notice = p;
-      notice.state = static_cast<uint8_t>(SlotState::kLateNotice);
-      publish(n, notice, reason.data(), std::min(reason.size(), kSlotBytes));
-      throw InvalidUsageError(fmt::format(
-          "{}: call #{} of this group did not run: this rank learned only at this call that an earlier {}; the "
-          "ranks that read this rank's part of call #{} fail it too (docs/errors.md)",
-          c.what, c.seq, late, c.seq));
-    }
-  }
+  std::string late;
+  if (verified_ < must || exchanges_ - verified_ >= kSettleBatch) late = settle(c, must);
   if (n > room_) wait_for_room(c, n);
   past_[n % kSlotDepth] = Past{c.seq, c.what, p.checked};
   exchanges_ = n;
+  if (!late.empty()) {
+    // This rank returned from that call as if it were right. It cannot run this call now: it tells the ranks that
+    // read its part of it, in place of its data, and checks this exchange later (notices aside).
+    const std::string reason = "it learned only at this call that " + late;
+    SlotPlan notice = p;
+    notice.state = static_cast<uint8_t>(SlotState::kLateNotice);
+    publish(n, notice, reason.data(), std::min(reason.size(), kSlotBytes));
+    throw InvalidUsageError(fmt::format(
+        "{}: call #{} of this group did not run: this rank learned only at this call that an earlier {}; the ranks "
+        "that read this rank's part of call #{} fail it too (docs/errors.md)",
+        c.what, c.seq, late, c.seq));
+  }
   publish(n, p, data, p.bytes);
   if (p.reads != kReadNone) receive(c, n, p);
   // kReadNone, or the root's slot alone: not every call seen, checked at a later exchange (settle).

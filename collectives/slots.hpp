@@ -152,9 +152,10 @@ class SlotChannel {
                 std::size_t bytes, int reads = kReadAll);
   /// The same exchange for a call whose fixed part is planned (plan()): publishes `plan.bytes` of `data`.
   void exchange(const Context& c, const SlotPlan& plan, const void* data);
-  /// The fixed part of an exchange (see exchange() above for the arguments). Throws kInternal when `bytes` exceed
-  /// kSlotBytes.
-  SlotPlan plan(const Context& c, const CallDescriptor* mine, std::string_view invalid, std::size_t bytes, int reads);
+  /// The fixed part of an exchange (see exchange() above for the arguments). Throws kInternal, starting with `what`,
+  /// when `bytes` exceed kSlotBytes.
+  SlotPlan plan(std::string_view what, const CallDescriptor* mine, std::string_view invalid, std::size_t bytes,
+                int reads);
   /// The pending checks, if any, bounded by `deadline`; for the group's destruction (`view`: the group's). Never
   /// throws: a mismatch or a failure is logged.
   void settle_quietly(const GroupView& view, const Deadline& deadline) noexcept;

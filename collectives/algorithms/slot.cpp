@@ -70,9 +70,8 @@ int slots_read(const Args& a, int rank) {
 
 bool plan_slot(const Args& a, const GroupView& view, const CallDescriptor* call, SlotPlan* plan) {
   if (!slots_take(a, view)) return false;
-  const Deadline never = Deadline::never();
-  const Context c(a, view, never, 0, "slot plan", 0);
-  *plan = view.slots->plan(c, call, {}, published_bytes(a, view.size, view.rank), slots_read(a, view.rank));
+  *plan = view.slots->plan(fmt::format("{}[slot] rank {}/{}", to_string(a.coll), view.rank, view.size), call, {},
+                           published_bytes(a, view.size, view.rank), slots_read(a, view.rank));
   return true;
 }
 
