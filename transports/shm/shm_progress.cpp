@@ -14,7 +14,11 @@
 namespace dcomm::transport::shm {
 namespace {
 
-// Records taken from one peer's ring per progress() call, so one busy peer cannot starve the others.
+// Records taken from one peer's ring per progress() call, so one busy peer cannot starve the others. A drain
+// also stops once it has taken a ring's worth of records (Ring::record_bytes): a sender on another core refills the
+// ring as it is drained, and without that bound one call would take a whole streamed message (256 records of 256
+// KiB: 64 MiB, milliseconds inside one test()) while this rank feeds none of its own streams - the pull bounds
+// (shm_stream.cpp) assume a drain takes at most a ring's worth.
 constexpr int kDrainBudget = 256;
 
 }  // namespace
@@ -92,9 +96,11 @@ bool ShmTransport::drain(int from, ArrivalSink& sink) {
     p.in_mapped = true;
   }
   int n = 0;
-  for (const RecordHeader* h; n < kDrainBudget && (h = p.in.peek()) != nullptr; ++n) {
+  uint64_t taken = 0;
+  for (const RecordHeader* h; n < kDrainBudget && taken < knobs_.ring_bytes && (h = p.in.peek()) != nullptr; ++n) {
     // Copy the header out: the peer cannot overwrite it before pop(), but a copy keeps handle() simple.
     RecordHeader copy = *h;
+    taken += Ring::record_bytes(copy.len);
     handle(from, copy, p.in.payload(h), sink);
     p.in.pop();
   }
