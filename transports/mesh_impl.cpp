@@ -26,7 +26,9 @@ MeshImpl::MeshImpl(std::vector<PeerInfo> peers, int rank, std::vector<std::uniqu
       device_route_(std::move(device_route)),
       options_(options),
       self_(rank) {
-  for (const PeerInfo& p : peers_) apart_.push_back(cores_apart(peers_[static_cast<std::size_t>(rank_)], p));
+  for (const PeerInfo& p : peers_) {
+    quick_answer_.push_back(!never_run_together(peers_[static_cast<std::size_t>(rank_)], p));
+  }
 }
 
 const PeerInfo& MeshImpl::peer(int rank) const {

@@ -85,9 +85,11 @@ class MeshImpl final : public Mesh, private ArrivalSink {
   [[noreturn]] void fail_wait(std::exception_ptr cause);
 
   std::vector<PeerInfo> peers_;
-  std::vector<bool> apart_;  ///< by world rank: cores_apart(this rank, that rank) (mesh_wait.cpp)
-  /// A receive of at most this many bytes from a peer whose cores are apart spins this many polls before it yields
-  /// where ranks share cores (mesh_wait.cpp).
+  /// By world rank: whether that rank may run while this one does (not never_run_together): a small receive from
+  /// it spins kQuickAnswerPolls where ranks share cores (mesh_wait.cpp).
+  std::vector<bool> quick_answer_;
+  /// A receive of at most this many bytes from a rank that may run while this one does spins this many polls before
+  /// it yields where ranks share cores (mesh_wait.cpp).
   static constexpr std::size_t kQuickAnswerBytes = 1024;
   static constexpr unsigned kQuickAnswerPolls = 16;
   int rank_;

@@ -43,13 +43,15 @@ void MeshImpl::wait(Request& r, const Deadline& deadline, const WaitWhat& what) 
   throw_if_poisoned();
   if (!r.op->done()) deadline.arm();
   // Where ranks share cores a wait spins a few polls and yields (common/deadline.hpp). A small message from a peer
-  // that never runs on this rank's cores comes within about a microsecond if that peer is running: such a wait
-  // spins kQuickAnswerPolls first, rather than handing its core to a rank that then runs a whole time slice before
-  // this one sees the answer. 4 ranks on 2 cores (pairs across the cores), sendrecv of 8-512 B: 1.5-2.0x OpenMPI's
-  // time -> 0.4-1.0x. Larger messages take longer than a short spin, which then only delays the ranks sharing this
+  // that is running comes within about a microsecond: a wait for one from a peer that may run while this rank does
+  // (any but one bound to this rank's single core) spins kQuickAnswerPolls first, rather than handing its core to
+  // a rank that then runs a whole time slice before this one sees the answer. sendrecv 8 B p50 / OpenMPI's: 4 ranks
+  // on 2 cores bound in pairs across the cores 1.5-2.0 -> 0.4-1.0; unbound (the scheduler places them) 1.4-2.2 ->
+  // 0.41-0.45 in 4 runs of 6 (2.6-2.8 us in the others, as before: pairs put on one core); 3 ranks unbound 0.48-0.64
+  // -> 0.39-0.41 us. Larger messages take longer than a short spin, which then only delays the ranks sharing this
   // core (4-32 KiB measured 1.45-1.85x with it, 1.06-1.26 without), so they keep the short one.
   const bool quick = r.kind == Request::Kind::kRecv && r.capacity <= kQuickAnswerBytes && r.peer >= 0 &&
-                     r.peer < size() && apart_[static_cast<std::size_t>(r.peer)];
+                     r.peer < size() && quick_answer_[static_cast<std::size_t>(r.peer)];
   Backoff backoff(std::chrono::microseconds(1000), quick ? kQuickAnswerPolls : Backoff::kOversubscribedSpinPolls);
   // Set at the first clock reading: most waits end within a few polls and never read the clock at all.
   Clock::time_point next_liveness{};

@@ -36,10 +36,6 @@ bool cores_alone(const std::vector<PeerInfo>& peers, int self) {
   return true;
 }
 
-bool cores_apart(const PeerInfo& a, const PeerInfo& b) {
-  return a.host_id == b.host_id && !overlap(a.cpus, b.cpus);
-}
-
 bool never_run_together(const PeerInfo& a, const PeerInfo& b) {
   return a.host_id == b.host_id && a.cpus.size() == 1 && b.cpus.size() == 1 && a.cpus[0] == b.cpus[0];
 }

@@ -18,8 +18,5 @@ bool cores_alone(const std::vector<PeerInfo>& peers, int self);
 /// True when `a` and `b` can never run at the same time: both bound to the same single core. Ranks of a node that
 /// runs more ranks than cores often do run at once, so that alone does not make a pair one (shm's streams).
 bool never_run_together(const PeerInfo& a, const PeerInfo& b);
-/// True when `a` and `b` run on the same node and may never run on the same core: both affinities recorded and
-/// disjoint (mpirun --bind-to core puts every rank on a core of its own, or 4 ranks on 2 cores two by two).
-bool cores_apart(const PeerInfo& a, const PeerInfo& b);
 
 }  // namespace dcomm::transport
