@@ -202,8 +202,8 @@ TuneResult measure_algorithms(const Args& call, const GroupView& view, const Alg
     run(a, candidates[i]->name);
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
-  // Warm-up: three calls of each row, the faster of the last two timed (a row's first call makes its scratch and
-  // windows, which can take 100x a small call, and all_gather[shm_rounds] at 1 MiB on 2 ranks took ~950, ~190,
+  // Warm-up: three calls of each row (six up to 256 KiB, below), the faster of the last two timed (a row's first
+  // call makes its scratch and windows, which can take 100x a small call, and all_gather[shm_rounds] at 1 MiB on 2 ranks took ~950, ~190,
   // then ~60 us a call), or from 16 MiB one call (there the call outweighs the setup); the slowest rank's times
   // agreed, and a row slower than 3x the fastest (2x from 16 MiB, where one call's time varies less) is measured no
   // further: a 64 MiB all_reduce on 4 ranks sharing 2 cores spent 3.7 s measuring every row fully. Below 2 MiB
@@ -219,13 +219,16 @@ TuneResult measure_algorithms(const Args& call, const GroupView& view, const Alg
   const bool shared_small = view.hierarchy && view.hierarchy->topo.shares_cores && n < double(2 << 20);
   const double kPruneFactor = large ? 2.0 : shared_small ? 10.0 : 3.0;
   std::vector<double> warm(rows, std::numeric_limits<double>::infinity());
+  // Short calls (up to 256 KiB: microseconds) warm up with 6 calls, the fastest of the last 5: a row's first calls
+  // also run its transport's first messages of a size class (shm tries single copies and streams in turns, each
+  // kTriesEach times, ProtocolHistory), and with 3, scatter[linear] of 64 KiB on 2 ranks bound was once left out at
+  // 28.8 us warm (3.8-4.8 us a call measured in 11 other runs).
+  const int warm_calls = large ? 1 : n <= double(256 << 10) ? 6 : 3;
   for (std::size_t i = 0; i < rows; ++i) {
     try {
-      if (!large) {
-        timed_call(i);
-        warm[i] = timed_call(i);
-      }
-      warm[i] = std::min(warm[i], timed_call(i));
+      if (warm_calls > 1) timed_call(i);
+      for (int k = 1; k < warm_calls; ++k) warm[i] = std::min(warm[i], timed_call(i));
+      if (warm_calls == 1) warm[i] = timed_call(i);
     } catch (const InvalidUsageError&) {
       // Raised on every rank alike by the call check (a limit of the row that supports() does not see): the row
       // stays unmeasured, at infinity, everywhere. A peer's failure or a timeout goes up to the caller.

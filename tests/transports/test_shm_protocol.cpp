@@ -134,12 +134,12 @@ TEST_CASE("measured: CMA then streaming first in each size class, then the cheap
   CHECK(h.per_byte(LP::kStream, mib + mib / 2) == Approx(25e-6 / mib));
   int streams = 0, cmas = 0;
   for (unsigned i = 0; i < 4 * ProtocolHistory::kExploreEvery; ++i) (h.pick(mib) == LP::kStream ? streams : cmas)++;
-  CHECK(cmas == 4);  // the loser once every kExploreEvery
-  CHECK(streams == static_cast<int>(4 * ProtocolHistory::kExploreEvery) - 4);
+  CHECK(cmas == 8);  // the loser at picks 2, 4, 8 and 16, then once every kExploreEvery
+  CHECK(streams == static_cast<int>(4 * ProtocolHistory::kExploreEvery) - 8);
   // The placement changes: streams get slow; within a few messages the average follows and CMA wins.
   for (int i = 0; i < 6; ++i) h.record(LP::kStream, mib, 300e-6);
   CHECK(h.per_byte(LP::kStream, mib) > h.per_byte(LP::kCma, mib));
-  for (unsigned i = 0; i < ProtocolHistory::kExploreEvery - 1; ++i) {
+  for (unsigned i = 0; i < ProtocolHistory::kExploreEvery; ++i) {
     if (h.pick(mib) == LP::kStream) h.record(LP::kStream, mib, 300e-6);  // the explorer
   }
   int now_cma = 0;
@@ -162,17 +162,43 @@ TEST_CASE("measured: a class's first message by a protocol decides nothing, eith
   ProtocolHistory small;
   const uint64_t kib32 = 32 << 10;
   first_of_each(small, kib32, 4e-6, 7e-6, 40e-6, 7e-6);
-  for (unsigned i = 0; i + 1 < ProtocolHistory::kExploreEvery; ++i) CHECK(small.pick(kib32) == LP::kCma);
+  for (unsigned i = 1; i < ProtocolHistory::kExploreEvery; ++i) {
+    CHECK(small.pick(kib32) == (ProtocolHistory::explores(i) ? LP::kStream : LP::kCma));
+  }
   int streams = 0;
   for (unsigned i = 0; i < ProtocolHistory::kExploreEvery; ++i) {
     const LP p = h.pick(four);
     streams += p == LP::kStream;
     h.record(p, four, p == LP::kStream ? 90e-6 : 300e-6);
   }
-  CHECK(streams == static_cast<int>(ProtocolHistory::kExploreEvery) - 1);
+  CHECK(streams == static_cast<int>(ProtocolHistory::kExploreEvery) - 5);
   // From the third message on, one slow message moves the average a quarter of the way only.
   h.record(LP::kStream, four, 900e-6);
   CHECK(h.per_byte(LP::kStream, four) == Approx((90e-6 + (900e-6 - 90e-6) / 4) / four));
+}
+
+TEST_CASE("measured: single copies that were slow by accident at first are taken again within a few messages",
+          "[shm]") {
+  // 2 ranks bound, scatter[linear] of 64 KiB (session 21): in 3 runs of 10 the receiver's first single copies of 32
+  // KiB measured slow, the class streamed for the tuner's whole measurement (5.7-7.4 us a call against 3.8-4.4) and
+  // the tuner chose another algorithm. Here: single copies measured at 12 us at first, 4 us from then on; streams 7.
+  using LP = LargeProtocol;
+  ProtocolHistory h;
+  const uint64_t kib32 = 32 << 10;
+  first_of_each(h, kib32, 12e-6, 7e-6);
+  int cmas = 0;
+  for (unsigned i = 0; i < ProtocolHistory::kExploreEvery; ++i) {
+    const LP p = h.pick(kib32);
+    cmas += p == LP::kCma;
+    h.record(p, kib32, p == LP::kCma ? 4e-6 : 7e-6);
+  }
+  // Streams at the first pick and the explorations (picks 4, 8, 16, 32); before, single copies at pick 32 alone.
+  CHECK(cmas == static_cast<int>(ProtocolHistory::kExploreEvery) - 5);
+  // Slower messages move the average a quarter of the way; faster ones most of the way.
+  h.record(LP::kCma, kib32, 8e-6);
+  CHECK(h.per_byte(LP::kCma, kib32) == Approx((4e-6 + 4e-6 * ProtocolHistory::kRiseWeight) / kib32));
+  h.record(LP::kCma, kib32, 1e-6);
+  CHECK(h.per_byte(LP::kCma, kib32) == Approx((5e-6 - 4e-6 * ProtocolHistory::kFallWeight) / kib32));
 }
 
 TEST_CASE("measured: a stream is taken only when 1.25x cheaper than a single copy", "[shm]") {
@@ -185,9 +211,10 @@ TEST_CASE("measured: a stream is taken only when 1.25x cheaper than a single cop
     first_of_each(h, kib64, 100e-6, stream);
     const LP want = stream * ProtocolHistory::kStreamMargin < 100e-6 ? LP::kStream : LP::kCma;
     CHECK(want == (stream < 80e-6 ? LP::kStream : LP::kCma));
-    for (unsigned i = 0; i + 1 < ProtocolHistory::kExploreEvery; ++i) {
+    const LP other = want == LP::kCma ? LP::kStream : LP::kCma;
+    for (unsigned i = 1; i < ProtocolHistory::kExploreEvery; ++i) {
       INFO("stream " << stream * 1e6 << " us, message " << i);
-      REQUIRE(h.pick(kib64) == want);
+      REQUIRE(h.pick(kib64) == (ProtocolHistory::explores(i) ? other : want));
     }
   }
 }

@@ -100,7 +100,7 @@ LargeProtocol ProtocolHistory::pick(uint64_t bytes) {
   if (cmas < kTriesEach || streams < kTriesEach) return cmas <= streams ? LargeProtocol::kCma : LargeProtocol::kStream;
   const LargeProtocol best = stream * kStreamMargin < cma ? LargeProtocol::kStream : LargeProtocol::kCma;
   const LargeProtocol other = best == LargeProtocol::kCma ? LargeProtocol::kStream : LargeProtocol::kCma;
-  return ++cell.picks % kExploreEvery == 0 ? other : best;
+  return explores(++cell.picks) ? other : best;
 }
 
 void ProtocolHistory::record(LargeProtocol p, uint64_t bytes, double seconds) {
@@ -112,7 +112,7 @@ void ProtocolHistory::record(LargeProtocol p, uint64_t bytes, double seconds) {
   const int i = static_cast<int>(p);
   double& avg = cell.per_byte[i];
   const double x = std::max(seconds, 0.0) / static_cast<double>(bytes);
-  avg = cell.samples[i]++ < 2 ? x : avg + (x - avg) / 4;
+  avg = cell.samples[i]++ < 2 ? x : avg + (x - avg) * (x < avg ? kFallWeight : kRiseWeight);
 }
 
 double ProtocolHistory::per_byte(LargeProtocol p, uint64_t bytes) const {

@@ -113,8 +113,17 @@ class ProtocolHistory {
  public:
   /// How much cheaper a byte a stream must measure than a single copy to be taken (as auto mode's kStreamMargin).
   static constexpr double kStreamMargin = 1.25;
-  /// Messages of one class between two tries of the protocol that is losing there.
+  /// Messages of one class between two tries of the protocol that is losing there, once the class has run
+  /// kExploreEvery messages; before, the loser is tried at its 2nd, 4th, 8th and 16th (explores()): an early sample
+  /// that was slow by accident (lines still in the sender's cache, a first touch) is corrected within a few messages
+  /// instead of after kExploreEvery. 2 ranks bound, scatter[linear] of 64 KiB: the tuner saw the 32 KiB class stream
+  /// (single copies measured slow at first) in 3 of 10 runs, 5.7-7.4 us a call against 3.8-4.4, and chose the
+  /// windows; with CMA forced, 10 of 10 at 3.7-4.6.
   static constexpr unsigned kExploreEvery = 32;
+  /// How far one message moves a class's average toward its time: most of the way when it took less (a protocol
+  /// did that well; timing noise here is delay, rarely speed), a quarter of the way when it took more.
+  static constexpr double kFallWeight = 0.75;
+  static constexpr double kRiseWeight = 0.25;
   /// Messages each protocol takes in a class before the two are compared: a first message's time is not the
   /// protocol's (first touches; record() replaces it with the second's). Compared after one each, a first single
   /// copy that paid for its pages lost to streaming for the class's next kExploreEvery messages: 32 KiB messages on
@@ -131,9 +140,13 @@ class ProtocolHistory {
   /// the tuner measured it so; with it, single copies in 8 of 8 (session 19). Where streams win they win by more
   /// (2-3.5x: sendrecv in session 11's placement; all_gather[ring] 4 MiB exchanges, 157-175 against 467-475 us).
   LargeProtocol pick(uint64_t bytes);
-  /// A message of `bytes` took `seconds` by `p`: a moving average over about 4 messages a class, from the second
-  /// message on (the first, which pays for first touches, is replaced by the second).
+  /// A message of `bytes` took `seconds` by `p`: a moving average from the second message on (the first, which pays
+  /// for first touches, is replaced by the second), falling by kFallWeight and rising by kRiseWeight.
   void record(LargeProtocol p, uint64_t bytes, double seconds);
+  /// Whether a class's `picks`-th pick after its tries (from 1) tries the losing protocol (kExploreEvery).
+  static bool explores(unsigned picks) {
+    return picks < kExploreEvery ? (picks & (picks - 1)) == 0 && picks >= 2 : picks % kExploreEvery == 0;
+  }
   /// The average seconds a byte of `p` in the class of `bytes`, or a negative number before any measurement.
   double per_byte(LargeProtocol p, uint64_t bytes) const;
 
