@@ -100,7 +100,9 @@ LargeProtocol ProtocolHistory::pick(uint64_t bytes) {
   if (cmas < kTriesEach || streams < kTriesEach) return cmas <= streams ? LargeProtocol::kCma : LargeProtocol::kStream;
   const LargeProtocol best = stream * kStreamMargin < cma ? LargeProtocol::kStream : LargeProtocol::kCma;
   const LargeProtocol other = best == LargeProtocol::kCma ? LargeProtocol::kStream : LargeProtocol::kCma;
-  return explores(++cell.picks) ? other : best;
+  const double best_cost = best == LargeProtocol::kCma ? cma : stream * kStreamMargin;
+  const double other_cost = best == LargeProtocol::kCma ? stream * kStreamMargin : cma;
+  return explores(++cell.picks, other_cost < kCloseCall * best_cost) ? other : best;
 }
 
 void ProtocolHistory::record(LargeProtocol p, uint64_t bytes, double seconds) {

@@ -114,12 +114,15 @@ class ProtocolHistory {
   /// How much cheaper a byte a stream must measure than a single copy to be taken (as auto mode's kStreamMargin).
   static constexpr double kStreamMargin = 1.25;
   /// Messages of one class between two tries of the protocol that is losing there, once the class has run
-  /// kExploreEvery messages; before, the loser is tried at its 2nd, 4th, 8th and 16th (explores()): an early sample
-  /// that was slow by accident (lines still in the sender's cache, a first touch) is corrected within a few messages
-  /// instead of after kExploreEvery. 2 ranks bound, scatter[linear] of 64 KiB: the tuner saw the 32 KiB class stream
-  /// (single copies measured slow at first) in 3 of 10 runs, 5.7-7.4 us a call against 3.8-4.4, and chose the
-  /// windows; with CMA forced, 10 of 10 at 3.7-4.6.
+  /// kExploreEvery messages; before, where the loser's cost is within kCloseCall of the winner's (the margin
+  /// counted), it is tried at the 2nd, 4th, 8th and 16th (explores()): an early sample that was slow by accident
+  /// (lines still in the sender's cache, a first touch) is corrected within a few messages instead of after
+  /// kExploreEvery. 2 ranks bound, scatter[linear] of 64 KiB: the tuner saw the 32 KiB class stream (single copies
+  /// measured slow at first) in 3 of 10 runs, 5.7-7.4 us a call against 3.8-4.4, and chose the windows; with CMA
+  /// forced, 10 of 10 at 3.7-4.6. Not where the loser is far behind: every early try costs its whole difference
+  /// (4 ranks on 2 cores, sendrecv of 16 MiB, where a stream waits for its sender's turn on a core).
   static constexpr unsigned kExploreEvery = 32;
+  static constexpr double kCloseCall = 2.0;
   /// How far one message moves a class's average toward its time: most of the way when it took less (a protocol
   /// did that well; timing noise here is delay, rarely speed), a quarter of the way when it took more.
   static constexpr double kFallWeight = 0.75;
@@ -143,9 +146,11 @@ class ProtocolHistory {
   /// A message of `bytes` took `seconds` by `p`: a moving average from the second message on (the first, which pays
   /// for first touches, is replaced by the second), falling by kFallWeight and rising by kRiseWeight.
   void record(LargeProtocol p, uint64_t bytes, double seconds);
-  /// Whether a class's `picks`-th pick after its tries (from 1) tries the losing protocol (kExploreEvery).
-  static bool explores(unsigned picks) {
-    return picks < kExploreEvery ? (picks & (picks - 1)) == 0 && picks >= 2 : picks % kExploreEvery == 0;
+  /// Whether a class's `picks`-th pick after its tries (from 1) tries the losing protocol (kExploreEvery): early
+  /// too when the two are a `close` call.
+  static bool explores(unsigned picks, bool close) {
+    if (picks < kExploreEvery) return close && picks >= 2 && (picks & (picks - 1)) == 0;
+    return picks % kExploreEvery == 0;
   }
   /// The average seconds a byte of `p` in the class of `bytes`, or a negative number before any measurement.
   double per_byte(LargeProtocol p, uint64_t bytes) const;
