@@ -203,9 +203,9 @@ TuneResult measure_algorithms(const Args& call, const GroupView& view, const Alg
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
   // Warm-up: three calls of each row (six up to 256 KiB, below), the faster of the last two timed (a row's first
-  // call makes its scratch and windows, which can take 100x a small call, and all_gather[shm_rounds] at 1 MiB on 2 ranks took ~950, ~190,
-  // then ~60 us a call), or from 16 MiB one call (there the call outweighs the setup); the slowest rank's times
-  // agreed, and a row slower than 3x the fastest (2x from 16 MiB, where one call's time varies less) is measured no
+  // call makes its scratch and windows, which can take 100x a small call, and all_gather[shm_rounds] at 1 MiB on 2
+  // ranks took ~950, ~190, then ~60 us a call), or from 16 MiB one call (there the call outweighs the setup); the
+  // slowest rank's times agreed, and a row slower than 3x the fastest (2x from 16 MiB, where one call's time varies less) is measured no
   // further: a 64 MiB all_reduce on 4 ranks sharing 2 cores spent 3.7 s measuring every row fully. Below 2 MiB
   // where ranks share cores (`shared_small`), 10x: there one call's time says little of a row's time in a loop (a
   // call waits for its ranks' turns on their cores): 4 ranks on 2 cores, single calls of reduce at 256 KiB took
@@ -226,9 +226,10 @@ TuneResult measure_algorithms(const Args& call, const GroupView& view, const Alg
   const int warm_calls = large ? 1 : n <= double(256 << 10) ? 6 : 3;
   for (std::size_t i = 0; i < rows; ++i) {
     try {
-      if (warm_calls > 1) timed_call(i);
-      for (int k = 1; k < warm_calls; ++k) warm[i] = std::min(warm[i], timed_call(i));
-      if (warm_calls == 1) warm[i] = timed_call(i);
+      for (int k = 0; k < warm_calls; ++k) {
+        const double t = timed_call(i);
+        if (k > 0 || warm_calls == 1) warm[i] = std::min(warm[i], t);  // the first call untimed, unless alone
+      }
     } catch (const InvalidUsageError&) {
       // Raised on every rank alike by the call check (a limit of the row that supports() does not see): the row
       // stays unmeasured, at infinity, everywhere. A peer's failure or a timeout goes up to the caller.
