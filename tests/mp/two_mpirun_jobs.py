@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 
 RANKS = 3
 prog = sys.argv[1]
@@ -19,8 +20,14 @@ env = {k: v for k, v in os.environ.items()
 cmd = [mpirun, "-n", str(RANKS), "--oversubscribe"]
 if os.geteuid() == 0:
     cmd.append("--allow-run-as-root")
-jobs = [subprocess.Popen(cmd + [prog], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        for _ in range(2)]
+# Each job gets a temporary folder of its own: OpenMPI 4's launcher creates its session folder (/tmp/ompi.HOST.UID)
+# by "exists? else mkdir", and two launchers starting together on a host where it does not exist yet (a fresh
+# machine, or after the last job removed it) race, one failing with "mkdir ... File exists" before dcomm runs. Jobs
+# of two users, or under a batch system, have their own anyway; what this test is about is the store's port.
+tmpdirs = [tempfile.TemporaryDirectory(prefix=f"dcomm-mpirun-job{i}-") for i in range(2)]
+jobs = [subprocess.Popen(cmd + [prog], env={**env, "TMPDIR": tmpdirs[i].name}, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+        for i in range(2)]
 failed = False
 for i, job in enumerate(jobs):
     try:
