@@ -38,7 +38,7 @@ struct SlotCall {
 // the reason.
 enum class SlotState : uint8_t { kCall, kInvalid, kNoCall, kLateNotice };
 
-// The head of a slot; data follows at kDataOffset.
+// The head of a slot, one cache line with the first kInlineBytes of data at kDataOffset (SlotChannel::slot_data).
 struct SlotHead {
   std::atomic<uint64_t> flag;  ///< the number of the exchange the slot holds, stored last
   uint32_t bytes;              ///< the data's size, or the invalid reason's
@@ -48,11 +48,11 @@ struct SlotHead {
   SlotCall call;
 };
 constexpr std::size_t kDataOffset = sizeof(SlotHead);
-static_assert(kDataOffset == 40, "the head and 24 bytes of data share one cache line");
+static_assert(kDataOffset + SlotChannel::kInlineBytes == SlotChannel::kHeadStride,
+              "the head and its inline data fill one cache line (slots.hpp)");
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "slot flags must be lock-free across processes");
-// Slots start on a cache line of their own.
-constexpr std::size_t kSlotStride = (kDataOffset + kSlotBytes + 63) / 64 * 64;
-static_assert(kSlotStride == SlotChannel::kStride, "slots.hpp's stride is this head's");
+// Every rank's segment: the heads, then the data areas (page-aligned: the heads fill a page).
+constexpr std::size_t kSegmentBytes = SlotChannel::kHeadsBytes + kSlotDepth * kSlotBytes;
 // The segment's name carries a call number; the cost model's probe uses 0xFFFFF.
 constexpr uint64_t kSetupSeq = 0xFFFFE;
 
@@ -163,7 +163,7 @@ std::shared_ptr<SlotChannel> SlotChannel::create(const Context& c, uint32_t step
   std::string why;
   try {
     Context named(c.args, c.view, c.deadline, kSetupSeq, c.what, c.chunk_bytes);
-    windows = std::make_unique<ShmWindows>(named, kSlotDepth * kSlotStride);
+    windows = std::make_unique<ShmWindows>(named, kSegmentBytes);
   } catch (const Error& e) {
     why = e.what();
   }
@@ -204,7 +204,7 @@ void SlotChannel::publish(uint64_t n, const SlotPlan& plan, const void* data, st
   h->note = note_;
   std::memcpy(&h->call, plan.call, sizeof h->call);
   h->bytes = static_cast<uint32_t>(bytes);
-  copy_bytes(own + kDataOffset, data, bytes);
+  copy_bytes(slot_data(rank_, n, bytes), data, bytes);
   h->flag.store(n, std::memory_order_release);
 }
 
@@ -250,7 +250,8 @@ void SlotChannel::verdict(const Context& c, uint64_t n, bool late_notices) const
     if (late && !late_notices) continue;
     if (theirs.state == SlotState::kInvalid || late) {
       const std::size_t cap = late ? kSlotBytes : kMaxReasonBytes;
-      throw_invalid_call(c, q, std::string_view(slot(q, n) + kDataOffset, std::min<std::size_t>(theirs.bytes, cap)));
+      const std::size_t bytes = std::min<std::size_t>(theirs.bytes, cap);
+      throw_invalid_call(c, q, std::string_view(slot_data(q, n, theirs.bytes), bytes));  // where it was published
     }
     if (theirs.state == SlotState::kNoCall) {
       throw InvalidUsageError(fmt::format("{}: rank {} has the call check off (call #{} of this group); "
@@ -430,7 +431,7 @@ const char* SlotChannel::data(const Context& c, int q, std::size_t expected) con
                                         "matching arguments (DCOMM_CHECK_CALLS=1 names the rank)",
                                         c.what, q, format_bytes(head(s).bytes), format_bytes(expected)));
   }
-  return s + kDataOffset;
+  return slot_data(q, exchanges_, expected);
 }
 
 }  // namespace dcomm::coll

@@ -66,7 +66,7 @@ inline constexpr std::size_t kSlotBytes = 4096;
 /// Slots per rank (exchange n takes slot n % kSlotDepth), and how many calls a rank that does not read every slot
 /// may run ahead of the slowest rank. Deep enough that ranks sharing a core (4 ranks on 2 cores) run many calls
 /// per time slice instead of one: a sender fills the ring while its reader waits for the core. Each rank's ring
-/// takes 64 x 4,160 B = 266 KiB of shared memory per group (pages touched as the ring goes round).
+/// takes 64 x (64 + 4,096) B = 266 KiB of shared memory per group (pages touched as the ring goes round).
 inline constexpr uint64_t kSlotDepth = 64;
 inline constexpr uint64_t kCallsAhead = 32;
 /// Pending exchanges (see above) a call that reads not every slot lets gather before it checks those complete.
@@ -139,8 +139,14 @@ class SlotChannel {
   /// returns once published), or group rank q's alone (q >= 0).
   static constexpr int kReadAll = -1;
   static constexpr int kReadNone = -2;
-  /// From one slot to the next in a segment: a head (40 B) and kSlotBytes, to whole cache lines.
-  static constexpr std::size_t kStride = (40 + kSlotBytes + 63) / 64 * 64;
+  /// A segment holds kSlotDepth heads of one cache line each, side by side, then kSlotDepth data areas of
+  /// kSlotBytes. A head carries the flag, the call and up to kInlineBytes of data; larger data goes in its area.
+  /// Side by side, not a head in front of each area: a rank reads and writes the slots of consecutive exchanges, and
+  /// consecutive lines are what the processor's prefetchers fetch ahead (4,160 B apart, every exchange's line was a
+  /// miss of its own, in a new page).
+  static constexpr std::size_t kHeadStride = 64;
+  static constexpr std::size_t kInlineBytes = 64 - 40;
+  static constexpr std::size_t kHeadsBytes = kSlotDepth * kHeadStride;
 
   /// One exchange (see above): first the pending checks of the exchanges this rank returned from before seeing
   /// every call (all of them when this call reads every slot), and the wait for room in the ring; then publishes
@@ -171,9 +177,15 @@ class SlotChannel {
 
  private:
   SlotChannel(std::unique_ptr<ShmWindows> windows, int rank, int size);
+  /// Rank q's head of an exchange (its flag, call and inline data).
   char* slot(int q, uint64_t exchange) const {
     static_assert((kSlotDepth & (kSlotDepth - 1)) == 0, "a power of two: a mask, not a division");
-    return bases_[static_cast<std::size_t>(q)] + (exchange & (kSlotDepth - 1)) * kStride;
+    return bases_[static_cast<std::size_t>(q)] + (exchange & (kSlotDepth - 1)) * kHeadStride;
+  }
+  /// Where rank q's `bytes` of data of an exchange are: in its head up to kInlineBytes, else in its data area.
+  char* slot_data(int q, uint64_t exchange, std::size_t bytes) const {
+    if (bytes <= kInlineBytes) return slot(q, exchange) + (kHeadStride - kInlineBytes);
+    return bases_[static_cast<std::size_t>(q)] + kHeadsBytes + (exchange & (kSlotDepth - 1)) * kSlotBytes;
   }
   /// Waits for every other rank's flag of exchange n (call `seq`).
   void wait_all(const Context& c, uint64_t n, uint64_t seq) const;
