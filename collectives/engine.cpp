@@ -218,7 +218,7 @@ class EngineImpl final : public Engine {
     const int cls = tune_class(args, view_.size);
     const int set = rule_set_;  // the set it is measured into
     if (cls < 0 || tuned_classes_.count({args.coll, cls, set}) != 0 || selector_.decided(args, view_)) return false;
-    if (tune_by_windows_ && model_bytes(args, view_.size) >= window_tune_max_bytes(set)) return false;
+    if (tune_by_windows_ && model_bytes(args, view_.size) >= window_tune_max_bytes(set, args.coll)) return false;
     learn(args, "", deadline, seq, {}, CallShape::of(args), selector_.generation());  // refuses an invalid call
     try {
       Context c(args, view_, deadline, seq, repeat_.mine->what, chunk_for(args));

@@ -74,8 +74,11 @@ int window_rule_set(const Topology& t) {
   return windows_cross_slowly(t.window_small_seconds_per_byte) ? kSlowLinesRuleSet : kDefaultRuleSet;
 }
 
-double window_tune_max_bytes(int set) {
-  return set == kSlowLinesRuleSet ? kTuneSlowLinesMaxBytes : kTuneWindowsMaxBytes;
+double window_tune_max_bytes(int set, Collective c) {
+  if (set == kSlowLinesRuleSet) return kTuneSlowLinesMaxBytes;
+  const bool rooted = c == Collective::kBroadcast || c == Collective::kReduce || c == Collective::kScatter ||
+                      c == Collective::kGather;
+  return set == kNonTemporalRuleSet && !rooted ? kTuneNonTemporalMaxBytes : kTuneWindowsMaxBytes;
 }
 
 TuneMode tune_mode_from_env() {

@@ -52,6 +52,14 @@ inline constexpr double kTuneWindowsMaxBytes = double(std::size_t{8} << 20);
 /// measurement of all_reduce's 16 MiB class took 0.33 s there, its 64 MiB class's 1.2 s for 0.4-0.6x gains at
 /// most, so up to 32 MiB.
 inline constexpr double kTuneSlowLinesMaxBytes = double(std::size_t{32} << 20);
+/// Under non-temporal stores, the collectives in which every rank sends and receives (all_reduce, all_gather,
+/// reduce_scatter, all_to_all) are measured below 32 MiB too: at 16 MiB the model took all_gather[cma] at 0.92-1.20x
+/// OpenMPI's time where the measured row ran 0.63-0.98x (session 22, 2 ranks bound, DCOMM_SHM_CACHED=0, old and new
+/// alternating, 6 runs each; all_to_all and reduce_scatter moved within the noise of those runs, +-0.2 between runs
+/// of one choice; all_reduce kept its choice). Not the rooted ones: a measurement times a row's 3 calls apart, and
+/// a pipelined window row's root runs ahead into its next call in a loop - measured, broadcast at 16 MiB took
+/// 0.50-0.56x against the model's 0.27-0.49, scatter 0.74-0.89 against 0.56-0.70 (3 runs each).
+inline constexpr double kTuneNonTemporalMaxBytes = kTuneSlowLinesMaxBytes;
 
 /// The learned-rule sets of a one-node group measuring by its windows (Selector::use_learned; Engine's
 /// tune_by_windows): the model's where plain stores cross cores fast, one measured under non-temporal stores, one
@@ -61,8 +69,8 @@ inline constexpr int kNonTemporalRuleSet = 1;
 inline constexpr int kSlowLinesRuleSet = 2;
 /// The set for the windows' state in `t` (its cached_windows and window_small_seconds_per_byte).
 int window_rule_set(const Topology& t);
-/// The model's n from which a group measuring into `set` leaves calls to the model.
-double window_tune_max_bytes(int set);
+/// The model's n from which a group measuring into `set` leaves calls of collective `c` to the model.
+double window_tune_max_bytes(int set, Collective c);
 
 /// The size class a call is measured in (floor of log2 of the model's n), or -1 for a call the tuner leaves to the
 /// other choices: on device buffers, a v-variant, premul_sum, or n outside [kTuneMinBytes, kTuneMaxBytes].

@@ -295,10 +295,11 @@ TEST_CASE("DCOMM_TUNE=auto on one node: measured where the windows take non-temp
       const bool measured = e.find("measured by this group, DCOMM_TUNE: before call #0") != std::string::npos;
       if (k.measured && !measured) rec.failures.push_back("not measured: " + e);
       if (!k.measured && measured) rec.failures.push_back("plain windows crossing fast, measured: " + e);
-      // Under non-temporal stores from 8 MiB (kTuneWindowsMaxBytes) the model chooses: a measurement there costs
-      // 0.2-0.6 s. Where plain stores cross slowly from 32 MiB (kTuneSlowLinesMaxBytes): the model's choices at
-      // 16 MiB took 1.1-1.4x OpenMPI's time there.
-      const bool slow_lines = std::string(cached) == "1" && k.measured;
+      // Measured up to 32 MiB where plain stores cross slowly (kTuneSlowLinesMaxBytes: the model's choices at 16
+      // MiB took 1.1-1.4x OpenMPI's time there) and, under non-temporal stores, for the collectives in which every
+      // rank sends and receives (kTuneNonTemporalMaxBytes: all_gather[cma] at 16 MiB); the rooted ones there from
+      // 8 MiB (kTuneWindowsMaxBytes) by the model, whose choices were as fast as the measured ones.
+      const bool non_temporal = std::string(cached) == "0";
       uint64_t seq = 1;
       for (const std::size_t mib : {8, 32}) {
         std::vector<float> big(mib << 18, 1.0f);
@@ -306,9 +307,21 @@ TEST_CASE("DCOMM_TUNE=auto on one node: measured where the windows take non-temp
         if (big[0] != 2.0f || big.back() != 2.0f) rec.failures.push_back(fmt::format("{} MiB sum {}", mib, big[0]));
         const std::string large = engine->explain(Collective::kAllReduce, mib << 20);
         const bool model = large.find("(cost model)") != std::string::npos;
-        if (model != (mib == 32 || !slow_lines)) {
+        if (model != (mib == 32 || !k.measured)) {
           rec.failures.push_back(fmt::format("{} MiB {}: {}", mib, model ? "not measured" : "measured", large));
         }
+      }
+      // A broadcast of 8 MiB, its data checked on the reader.
+      std::vector<float> b(std::size_t{8} << 18, view.rank == 0 ? 3.0f : -1.0f);
+      Args bc;
+      bc.coll = Collective::kBroadcast;
+      bc.send = bc.recv = Buffer(b.data(), b.size());
+      engine->run(bc, "", soon(), seq++);
+      if (b[0] != 3.0f || b.back() != 3.0f) rec.failures.push_back(fmt::format("8 MiB broadcast {}", b[0]));
+      const std::string rooted = engine->explain(Collective::kBroadcast, std::size_t{8} << 20);
+      const bool rooted_model = rooted.find("(cost model)") != std::string::npos;
+      if (rooted_model != (non_temporal || !k.measured)) {
+        rec.failures.push_back(fmt::format("8 MiB broadcast {}: {}", rooted_model ? "not measured" : "measured", rooted));
       }
     });
     auto failures = test::summarize(records);
