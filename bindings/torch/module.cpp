@@ -8,6 +8,7 @@
 
 #include "backend.hpp"
 #include "groups.hpp"
+#include "store_adapter.hpp"
 
 namespace py = pybind11;
 
@@ -46,6 +47,26 @@ PYBIND11_MODULE(dcomm_torch, m) {
            "How many dcomm collectives this group has issued (a coalesced torch call is one).");
   m.def("_create_process_group", &create, py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
         py::arg("global_ranks"), py::arg("name"));
+  // For the suite (tests/torch/test_store.py): dcomm's store calls through the adapter over a torch store.
+  m.def(
+      "_store_wait",
+      [](const c10::intrusive_ptr<c10d::Store>& store, const std::vector<std::string>& keys,
+         std::chrono::milliseconds timeout) {
+        py::gil_scoped_release no_gil;
+        dcomm_torch::adapt_store(store, "a test's store")->wait(keys, timeout);
+      },
+      py::arg("store"), py::arg("keys"), py::arg("timeout"));
+  m.def(
+      "_store_get",
+      [](const c10::intrusive_ptr<c10d::Store>& store, const std::string& key) {
+        std::vector<uint8_t> v;
+        {
+          py::gil_scoped_release no_gil;
+          v = dcomm_torch::adapt_store(store, "a test's store")->get(key);
+        }
+        return py::bytes(reinterpret_cast<const char*>(v.data()), v.size());
+      },
+      py::arg("store"), py::arg("key"));
   m.attr("__version__") = dcomm::version();
   // torch 1.13's dist.monitored_barrier() refuses every backend but gloo before asking the group; let it ask a
   // dcomm group too (the group's monitoredBarrier names the ranks that did not arrive).

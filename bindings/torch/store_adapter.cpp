@@ -4,6 +4,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
 namespace dcomm_torch {
 namespace {
 
@@ -25,8 +29,11 @@ class TorchStore final : public dcomm::Store {
     call("set", key, [&] { store_->set(key, value); });
   }
   Bytes get(const std::string& key) override {
+    // A get of a key not set yet waits in the server like wait() does, and would break the connection alike when it
+    // timed out (below): the key is waited for first.
+    wait({key}, dcomm::kDefaultTimeout);
     Bytes out;
-    call("get", key, [&] { out = store_->get(key); }, {key});
+    call("get", key, [&] { out = store_->get(key); });
     return out;
   }
   int64_t add(const std::string& key, int64_t delta) override {
@@ -44,11 +51,35 @@ class TorchStore final : public dcomm::Store {
     call("check", join(keys), [&] { out = store_->check(keys); });
     return out;
   }
+  // A bounded wait polls check(), never torch's own timed wait: torch 1.13's TCPStore client cannot recover from a
+  // wait that timed out - the server still answers it once the keys are set, and when that happens while the client
+  // is not waiting, the answer is read as the reply to the client's next call, which then hangs until the store's
+  // timeout. dcomm's rendezvous waits in slices of 200 ms to watch for failed ranks, so a rank that joined late
+  // left the others stuck now and then (CI: "rank(s) 1 did not publish their peer info within 120 s"). check()
+  // leaves nothing pending in the server. From 50 us between polls, doubling to 10 ms.
   void wait(const std::vector<std::string>& keys, dcomm::Duration timeout) override {
-    if (timeout == dcomm::kDefaultTimeout) {
-      call("wait", join(keys), [&] { store_->wait(keys); }, keys);
-    } else {
-      call("wait", join(keys), [&] { store_->wait(keys, timeout); }, keys);
+    const dcomm::Duration limit = timeout == dcomm::kDefaultTimeout ? dcomm::Duration(store_->getTimeout()) : timeout;
+    const auto start = std::chrono::steady_clock::now();
+    auto pause = std::chrono::microseconds(50);
+    for (;;) {
+      bool set = false;
+      call("wait", join(keys), [&] { set = store_->check(keys); });
+      if (set) return;
+      const auto elapsed = std::chrono::steady_clock::now() - start;
+      if (limit != dcomm::kNoTimeout && elapsed >= limit) {
+        throw dcomm::TimeoutError(fmt::format(
+            "wait {} on {} failed: not set after {} ms (timeout {} ms; the keys were not set within the store's "
+            "timeout)",
+            join(keys), describe_, std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count(),
+            limit.count()));
+      }
+      auto step = std::chrono::duration_cast<std::chrono::microseconds>(pause);
+      if (limit != dcomm::kNoTimeout) {
+        step = std::min(step, std::chrono::duration_cast<std::chrono::microseconds>(limit - elapsed) +
+                                  std::chrono::microseconds(1));
+      }
+      std::this_thread::sleep_for(step);
+      pause = std::min(pause * 2, std::chrono::microseconds(10000));
     }
   }
   bool delete_key(const std::string& key) override {
@@ -66,24 +97,15 @@ class TorchStore final : public dcomm::Store {
   std::string describe() const override { return describe_; }
 
  private:
-  // Runs one store call. A failure of a call that waits for `waited` keys is a timeout when those keys are still
-  // missing afterwards; anything else is the store failing.
+  // Runs one store call; a failure is the store failing (no call here waits in the server: wait() polls).
   template <typename F>
-  void call(const char* op, const std::string& what, F&& f, const std::vector<std::string>& waited = {}) {
+  void call(const char* op, const std::string& what, F&& f) {
     try {
       f();
     } catch (const std::exception& e) {
-      std::string msg = fmt::format("{} {} on {} failed: {}", op, what, describe_, e.what());
-      bool missing = false;
-      if (!waited.empty()) {
-        try {
-          missing = !store_->check(waited);
-        } catch (const std::exception&) {
-          missing = false;
-        }
-      }
-      if (missing) throw dcomm::TimeoutError(msg + " (the keys were not set within the store's timeout)");
-      throw dcomm::RemoteError(msg + "; check that the process hosting torch's store (rank 0) is alive");
+      throw dcomm::RemoteError(fmt::format("{} {} on {} failed: {}; check that the process hosting torch's store "
+                                           "(rank 0) is alive",
+                                           op, what, describe_, e.what()));
     }
   }
 

@@ -1,6 +1,7 @@
 """Shared by the torch suite's scripts: joining the world the way the test asked, and deterministic per-rank data."""
 import os
 import sys
+import time
 from datetime import timedelta
 
 import torch
@@ -11,8 +12,11 @@ import dcomm_torch  # noqa: F401  registers the backend "dcomm"
 TIMEOUT = timedelta(seconds=float(os.environ.get("DCOMM_TORCH_TEST_TIMEOUT_S", "120")))
 
 
-def init(how="env"):
-    """Joins with init_method env://, tcp:// or file:// (the last two from the launcher's RANK and WORLD_SIZE)."""
+def init(how="env", late=False):
+    """Joins with init_method env://, tcp:// or file:// (the last two from the launcher's RANK and WORLD_SIZE).
+    late: the launcher's rank 1 joins 2 s after the others (they wait for it in the rendezvous)."""
+    if late and os.environ.get("RANK") == "1":
+        time.sleep(2.0)
     if how == "env":
         dist.init_process_group("dcomm", timeout=TIMEOUT)
     else:

@@ -1,7 +1,7 @@
 """The torch suite's driver: runs one case (a script of this folder on N ranks, launched by dcomm-run or torchrun)
 and checks the launcher's outcome. Exits 77 (skip) when this Python has no torch or no dcomm_torch.
 
-    driver.py CASE LAUNCHER NPROC [ARGS...]   CASE: collectives, ddp, kill, monitored, generic
+    driver.py CASE LAUNCHER NPROC [ARGS...]   CASE: collectives, ddp, kill, monitored, store, generic
 """
 import os
 import socket
@@ -79,6 +79,13 @@ def main():
         r = launch(launcher, nproc, [os.path.join(HERE, "test_failure.py"), "monitored"], env)
         expect("OK: monitoredBarrier raised" in r.stdout and "FAIL:" not in r.stdout,
                "rank 0's monitoredBarrier names the ranks that did not arrive")
+    elif case == "store":
+        cmd = [sys.executable, os.path.join(HERE, "test_store.py")]
+        print("$", " ".join(cmd), flush=True)
+        r = subprocess.run(cmd, env=env, cwd=HERE, timeout=BOUND_S, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True)
+        print(r.stdout, flush=True)
+        expect(r.returncode == 0 and "OK:" in r.stdout, "the store adapter's waits on a torch TCPStore")
     elif case == "generic":
         env["BACKEND"], env["WORLD_SIZE"] = "dcomm", str(nproc)
         cmd = [sys.executable, os.path.join(HERE, "generic", "run_generic.py")] + rest

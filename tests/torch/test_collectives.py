@@ -1,6 +1,6 @@
 """Every collective and point-to-point call of the dcomm backend against a reference computed here, at every dtype
 and op, sizes 0, 1, odd and large, contiguous and not. Each rank computes every rank's input from a seed, so each
-can check the result alone. Run by dcomm-run or torchrun on 2 or 3 ranks: test_collectives.py [env|tcp|file] [quick]
+can check the result alone. Run by dcomm-run or torchrun on 2 or 3 ranks: test_collectives.py [env|tcp|file] [quick] [late]
 """
 import functools
 import os
@@ -439,7 +439,7 @@ def check_recv_size_mismatch(rank, n):
 def main():
     how = sys.argv[1] if len(sys.argv) > 1 else "env"
     quick = "quick" in sys.argv[2:]
-    rank, n = init(how)
+    rank, n = init(how, late="late" in sys.argv[2:])
     if quick:
         check_subgroups(rank, n)
         xs = [data(r, 7, torch.float32) for r in range(n)]
