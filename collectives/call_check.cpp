@@ -14,11 +14,6 @@ namespace dcomm::coll {
 
 namespace {
 
-bool rooted(Collective c) {
-  return c == Collective::kBroadcast || c == Collective::kReduce || c == Collective::kScatter ||
-         c == Collective::kGather;
-}
-
 bool reducing(Collective c) {
   return c == Collective::kAllReduce || c == Collective::kReduce || c == Collective::kReduceScatter;
 }

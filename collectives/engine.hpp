@@ -33,6 +33,12 @@ struct Args {
   std::atomic<const char*>* chosen_algorithm = nullptr;
 };
 
+/// broadcast, reduce, scatter and gather: the collectives with a root.
+inline bool rooted(Collective c) {
+  return c == Collective::kBroadcast || c == Collective::kReduce || c == Collective::kScatter ||
+         c == Collective::kGather;
+}
+
 class SlotChannel;
 struct Hierarchy;
 

@@ -76,9 +76,7 @@ int window_rule_set(const Topology& t) {
 
 double window_tune_max_bytes(int set, Collective c) {
   if (set == kSlowLinesRuleSet) return kTuneSlowLinesMaxBytes;
-  const bool rooted = c == Collective::kBroadcast || c == Collective::kReduce || c == Collective::kScatter ||
-                      c == Collective::kGather;
-  return set == kNonTemporalRuleSet && !rooted ? kTuneNonTemporalMaxBytes : kTuneWindowsMaxBytes;
+  return set == kNonTemporalRuleSet && !rooted(c) ? kTuneNonTemporalMaxBytes : kTuneWindowsMaxBytes;
 }
 
 TuneMode tune_mode_from_env() {

@@ -87,11 +87,6 @@ class Checker {
   int r_;
 };
 
-bool rooted(Collective c) {
-  return c == Collective::kBroadcast || c == Collective::kReduce || c == Collective::kScatter ||
-         c == Collective::kGather;
-}
-
 }  // namespace
 
 namespace {

@@ -58,28 +58,24 @@ class TorchStore final : public dcomm::Store {
   // left the others stuck now and then (CI: "rank(s) 1 did not publish their peer info within 120 s"). check()
   // leaves nothing pending in the server. From 50 us between polls, doubling to 10 ms.
   void wait(const std::vector<std::string>& keys, dcomm::Duration timeout) override {
+    using Clock = std::chrono::steady_clock;
     const dcomm::Duration limit = timeout == dcomm::kDefaultTimeout ? dcomm::Duration(store_->getTimeout()) : timeout;
-    const auto start = std::chrono::steady_clock::now();
-    auto pause = std::chrono::microseconds(50);
+    const Clock::time_point start = Clock::now();
+    const Clock::time_point end = limit == dcomm::kNoTimeout ? Clock::time_point::max() : start + limit;
+    Clock::duration pause = std::chrono::microseconds(50);
     for (;;) {
       bool set = false;
       call("wait", join(keys), [&] { set = store_->check(keys); });
       if (set) return;
-      const auto elapsed = std::chrono::steady_clock::now() - start;
-      if (limit != dcomm::kNoTimeout && elapsed >= limit) {
-        throw dcomm::TimeoutError(fmt::format(
-            "wait {} on {} failed: not set after {} ms (timeout {} ms; the keys were not set within the store's "
-            "timeout)",
-            join(keys), describe_, std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count(),
-            limit.count()));
+      const Clock::time_point now = Clock::now();
+      if (now >= end) {
+        throw dcomm::TimeoutError(fmt::format("wait {} on {} failed: not set after {} ms (timeout {} ms)", join(keys),
+                                              describe_,
+                                              std::chrono::duration_cast<dcomm::Duration>(now - start).count(),
+                                              limit.count()));
       }
-      auto step = std::chrono::duration_cast<std::chrono::microseconds>(pause);
-      if (limit != dcomm::kNoTimeout) {
-        step = std::min(step, std::chrono::duration_cast<std::chrono::microseconds>(limit - elapsed) +
-                                  std::chrono::microseconds(1));
-      }
-      std::this_thread::sleep_for(step);
-      pause = std::min(pause * 2, std::chrono::microseconds(10000));
+      std::this_thread::sleep_for(std::min(pause, end - now));
+      pause = std::min<Clock::duration>(pause * 2, std::chrono::milliseconds(10));
     }
   }
   bool delete_key(const std::string& key) override {
