@@ -100,7 +100,7 @@ bool ShmTransport::drain(int from, ArrivalSink& sink) {
   for (const RecordHeader* h; n < kDrainBudget && taken < knobs_.ring_bytes && (h = p.in.peek()) != nullptr; ++n) {
     // Copy the header out: the peer cannot overwrite it before pop(), but a copy keeps handle() simple.
     RecordHeader copy = *h;
-    taken += Ring::record_bytes(copy.len);
+    taken += Ring::record_bytes(copy);
     handle(from, copy, p.in.payload(h), sink);
     p.in.pop();
   }

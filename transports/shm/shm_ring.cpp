@@ -3,20 +3,46 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <random>
 
 namespace dcomm::transport::shm {
 
 Ring::Ring(void* base, uint64_t capacity)
     : ctl_(static_cast<RingControl*>(base)),
-      data_(static_cast<char*>(base) + kRingControlBytes),
-      capacity_(capacity) {}
+      lane_(static_cast<char*>(base) + kRingControlBytes),
+      data_(static_cast<char*>(base) + kRingControlBytes + kLaneBytes),
+      capacity_(capacity),
+      key_(ctl_ != nullptr ? ctl_->key : 0) {}
+
+namespace {
+
+uint64_t load_stamp(const char* at) {
+  auto* h = const_cast<RecordHeader*>(reinterpret_cast<const RecordHeader*>(at));
+  return std::atomic_ref<uint64_t>(h->stamp).load(std::memory_order_acquire);
+}
+
+// A header goes in without its stamp, then the stamp (a release store): what the consumer waits for.
+void put(char* at, const RecordHeader& h, uint64_t stamp) {
+  std::memcpy(at, &h, offsetof(RecordHeader, stamp));
+  std::atomic_ref<uint64_t>(reinterpret_cast<RecordHeader*>(at)->stamp).store(stamp, std::memory_order_release);
+}
+
+}  // namespace
 
 void Ring::init() {
   new (ctl_) RingControl{};
-  ctl_->head.store(0, std::memory_order_relaxed);
-  ctl_->tail.store(0, std::memory_order_relaxed);
+  for (auto* c : {&ctl_->head, &ctl_->lane_head, &ctl_->seq, &ctl_->tail, &ctl_->lane_tail, &ctl_->next}) {
+    c->store(0, std::memory_order_relaxed);
+  }
+  // The top bit set: record numbers stay below 2^63, so no stamp is 0 (a line never written).
+  std::random_device rd;
+  const uint64_t drawn = (uint64_t{rd()} << 32) ^ rd() ^
+                         static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  ctl_->key = drawn | (uint64_t{1} << 63);
+  key_ = ctl_->key;
 }
 
 void Ring::prefault() const noexcept {
@@ -32,8 +58,28 @@ void Ring::prefault() const noexcept {
 }
 
 bool Ring::try_write(const RecordHeader& h, const void* payload) {
+  const bool inline_payload = h.kind == RecordKind::kEager && h.len <= kInlineBytes;
+  RecordHeader w = h;
+  if (inline_payload) {
+    w.flags |= kInlinePayload;
+    if (h.len != 0) std::memcpy(reinterpret_cast<char*>(&w) + offsetof(RecordHeader, msg_id), payload, h.len);
+  }
+  const uint64_t seq = ctl_->seq.load(std::memory_order_relaxed);
+  if (inline_payload || h.len == 0) {
+    const uint64_t lane_head = ctl_->lane_head.load(std::memory_order_relaxed);
+    if (lane_head + kRecordAlign - cached_lane_tail_ > kLaneBytes) {
+      cached_lane_tail_ = ctl_->lane_tail.load(std::memory_order_acquire);
+    }
+    if (lane_head + kRecordAlign - cached_lane_tail_ <= kLaneBytes) {
+      put(lane_ + lane_head % kLaneBytes, w, stamp_of(seq));
+      ctl_->lane_head.store(lane_head + kRecordAlign, std::memory_order_relaxed);
+      ctl_->seq.store(seq + 1, std::memory_order_relaxed);
+      return true;
+    }
+    // The lane is full (a burst the consumer has not taken yet): the ring, in order all the same.
+  }
   uint64_t head = ctl_->head.load(std::memory_order_relaxed);
-  uint64_t need = record_bytes(h.len);
+  uint64_t need = record_bytes(w);
   uint64_t pos = head % capacity_;
   uint64_t to_end = capacity_ - pos;
   uint64_t pad = need > to_end ? to_end : 0;
@@ -42,39 +88,48 @@ bool Ring::try_write(const RecordHeader& h, const void* payload) {
     if (head + pad + need - cached_tail_ > capacity_) return false;
   }
   if (pad != 0) {
-    // The pad's header is all the consumer reads; it tells it to go back to offset 0.
-    RecordHeader p;
-    std::memcpy(data_ + pos, &p, sizeof(p));
+    // The pad's header is all the consumer reads; it tells it to go back to offset 0, where the record of the same
+    // number follows.
+    put(data_ + pos, RecordHeader{}, stamp_of(seq));
     head += pad;
     pos = 0;
   }
-  std::memcpy(data_ + pos, &h, sizeof(h));
-  if (h.len != 0) std::memcpy(data_ + pos + kRecordAlign, payload, h.len);
-  ctl_->head.store(head + need, std::memory_order_release);
+  if (!inline_payload && h.len != 0) std::memcpy(data_ + pos + kRecordAlign, payload, h.len);
+  put(data_ + pos, w, stamp_of(seq));
+  ctl_->head.store(head + need, std::memory_order_relaxed);  // the producer's own counts: nobody waits on them
+  ctl_->seq.store(seq + 1, std::memory_order_relaxed);
   return true;
 }
 
 const RecordHeader* Ring::peek() {
+  const uint64_t want = stamp_of(ctl_->next.load(std::memory_order_relaxed));
+  const char* lane_at = lane_ + ctl_->lane_tail.load(std::memory_order_relaxed) % kLaneBytes;
+  if (load_stamp(lane_at) == want) {
+    in_lane_ = true;
+    return reinterpret_cast<const RecordHeader*>(lane_at);
+  }
   for (;;) {
     uint64_t tail = ctl_->tail.load(std::memory_order_relaxed);
     uint64_t pos = tail % capacity_;
-    auto* h = reinterpret_cast<const RecordHeader*>(data_ + pos);
-    // The next record's header and first payload line are fetched while head is: a poll that finds the producer's
-    // new head finds its record on the way, instead of missing on it after the branch (the three lines a small
-    // message touches - head, header, payload - in flight together, not one after another). A prefetch reads
-    // nothing into the program: stale lines are fetched again once the producer writes them.
-    __builtin_prefetch(h);
-    __builtin_prefetch(reinterpret_cast<const char*>(h) + kRecordAlign);
-    if (tail == ctl_->head.load(std::memory_order_acquire)) return nullptr;
-    if (h->kind != RecordKind::kPad) return h;
+    const char* at = data_ + pos;
+    if (load_stamp(at) != want) return nullptr;
+    auto* h = reinterpret_cast<const RecordHeader*>(at);
+    if (h->kind != RecordKind::kPad) {
+      in_lane_ = false;
+      return h;
+    }
     ctl_->tail.store(tail + (capacity_ - pos), std::memory_order_release);
   }
 }
 
 void Ring::pop() {
-  uint64_t tail = ctl_->tail.load(std::memory_order_relaxed);
-  auto* h = reinterpret_cast<const RecordHeader*>(data_ + tail % capacity_);
-  ctl_->tail.store(tail + record_bytes(h->len), std::memory_order_release);
+  std::atomic<uint64_t>& tail = in_lane_ ? ctl_->lane_tail : ctl_->tail;
+  const uint64_t t = tail.load(std::memory_order_relaxed);
+  const char* base = in_lane_ ? lane_ : data_;
+  const uint64_t cap = in_lane_ ? kLaneBytes : capacity_;
+  auto* h = reinterpret_cast<const RecordHeader*>(base + t % cap);
+  ctl_->next.store(ctl_->next.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  tail.store(t + record_bytes(*h), std::memory_order_release);
 }
 
 }  // namespace dcomm::transport::shm

@@ -16,7 +16,7 @@
 namespace dcomm::transport::shm {
 namespace {
 
-uint64_t ring_stride(uint64_t ring_bytes) { return kRingControlBytes + ring_bytes; }
+uint64_t ring_stride(uint64_t ring_bytes) { return kRingControlBytes + kLaneBytes + ring_bytes; }
 
 void* map_fd(int fd, uint64_t size, const std::string& name) {
   void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
