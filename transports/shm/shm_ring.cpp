@@ -123,13 +123,14 @@ const RecordHeader* Ring::peek() {
 }
 
 void Ring::pop() {
-  std::atomic<uint64_t>& tail = in_lane_ ? ctl_->lane_tail : ctl_->tail;
-  const uint64_t t = tail.load(std::memory_order_relaxed);
-  const char* base = in_lane_ ? lane_ : data_;
-  const uint64_t cap = in_lane_ ? kLaneBytes : capacity_;
-  auto* h = reinterpret_cast<const RecordHeader*>(base + t % cap);
   ctl_->next.store(ctl_->next.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  tail.store(t + record_bytes(*h), std::memory_order_release);
+  if (in_lane_) {  // a lane record is one line
+    ctl_->lane_tail.store(ctl_->lane_tail.load(std::memory_order_relaxed) + kRecordAlign, std::memory_order_release);
+    return;
+  }
+  const uint64_t tail = ctl_->tail.load(std::memory_order_relaxed);
+  const auto* h = reinterpret_cast<const RecordHeader*>(data_ + tail % capacity_);
+  ctl_->tail.store(tail + record_bytes(*h), std::memory_order_release);
 }
 
 }  // namespace dcomm::transport::shm
