@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -125,21 +127,34 @@ TEST_CASE("ring: another process's records arrive whole and in order", "[shm_rin
   Mapped m(capacity);
   Ring owner(m.base, capacity);
   owner.init();
+  // Both sides give up after 30 s (a ring that stopped moving), the producer by exiting 2, the consumer by failing
+  // the case after stopping the producer, so no process outlives a failure.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   const pid_t pid = ::fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
     Ring producer(m.base, capacity);
     for (uint64_t i = 0; i < n; ++i) {
       while (!write_one(producer, i, max_len)) {
+        if (std::chrono::steady_clock::now() > give_up) ::_exit(2);
       }
     }
     ::_exit(0);
   }
+  struct StopProducer {
+    pid_t pid;
+    bool done = false;
+    ~StopProducer() {
+      if (!done) ::kill(pid, SIGKILL), ::waitpid(pid, nullptr, 0);
+    }
+  } stop{pid};
   Ring consumer(m.base, capacity);
   for (uint64_t i = 0; i < n; ++i) {
     while (!read_one(consumer, i, max_len)) {
+      if (std::chrono::steady_clock::now() > give_up) FAIL("record " << i << " of " << n << " not there after 30 s");
     }
   }
+  stop.done = true;
   int status = 0;
   REQUIRE(::waitpid(pid, &status, 0) == pid);
   REQUIRE(WIFEXITED(status));
