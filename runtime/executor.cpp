@@ -51,7 +51,19 @@ bool Executor::try_enter_inline() {
   return true;
 }
 
-void Executor::leave_inline() { release(); }
+void Executor::leave_inline() {
+  // A plain store (release), not release()'s sequentially consistent one: that is a locked instruction, which waits
+  // for every store before it to reach the cache - here the call's store to its shared-memory slot, a line the other
+  // rank holds - and it kept a rank's 8 B rooted calls in step with the other rank's (broadcast on 2 ranks bound:
+  // 0.17 us a call with it, 0.10 without; docs/benchmark.md, session 24). Without the full fence this thread may
+  // read queued_ before its store of running_ is seen, and so miss a task another thread queued just then: the worker
+  // does not sleep on such a task for more than kInlineRecheck (worker_loop).
+  running_.store(false, std::memory_order_release);
+  if (queued_.load(std::memory_order_acquire) != 0) {
+    std::lock_guard<std::mutex> lock(mu_);
+    cv_.notify_all();
+  }
+}
 
 void Executor::submit(const std::shared_ptr<CollectiveWork>& work, Task task, bool async) {
   if (!async && try_enter_inline()) {
@@ -82,9 +94,15 @@ void Executor::submit(const std::shared_ptr<CollectiveWork>& work, Task task, bo
 void Executor::worker_loop() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    cv_.wait(lock, [this] { return stopping_ || (!queue_.empty() && !running_.load()); });
+    cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
     if (stopping_) return;
-    if (!claim()) continue;  // an inline call took it first; it wakes this loop when it is done
+    if (running_.load()) {
+      // An inline call holds it. Its end wakes this loop, unless it ended as the task was queued (leave_inline): look
+      // again after a while all the same.
+      cv_.wait_for(lock, kInlineRecheck);
+      continue;
+    }
+    if (!claim()) continue;  // an inline call took it first
     Item item = std::move(queue_.front());
     queue_.pop_front();
     queued_.store(queue_.size());

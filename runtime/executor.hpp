@@ -4,6 +4,7 @@
 // else queues for the group's worker thread, started on first use.
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -30,7 +31,11 @@ class Executor {
   /// operation on its own thread and must call leave_inline() after it. Saves the task's allocation and a
   /// hand-off on every small collective.
   bool try_enter_inline();
+  /// Ends an inline run without a locked instruction (executor.cpp says why and what that costs).
   void leave_inline();
+  /// How long the worker sleeps on a task queued while an inline call runs before it looks again: the inline call's
+  /// end may miss the task (leave_inline) and not wake it, so a task queued just then waits this long at most.
+  static constexpr std::chrono::milliseconds kInlineRecheck{1};
   /// Finishes every queued (not yet started) task with `cause`; the running one ends on its own.
   void fail_pending(std::exception_ptr cause) noexcept;
 

@@ -52,21 +52,33 @@ static_assert(std::is_trivially_copyable_v<FlightRecorder::Entry> &&
 
 namespace {
 
-uint64_t word_of(const FlightRecorder::Entry& e, std::size_t w) {
-  uint64_t v;
-  std::memcpy(&v, reinterpret_cast<const char*>(&e) + w * sizeof v, sizeof v);
-  return v;
+// The words a call's end changes (FlightRecorder::end): its algorithm, and its end word - the end time and the state
+// together (end_word()); begin() writes the end word zero (running). load() takes the state and the end from the end
+// word, not from the state's own byte (beside the root, written by begin() alone).
+constexpr std::size_t kAlgorithmWord = offsetof(FlightRecorder::Entry, algorithm) / sizeof(uint64_t);
+constexpr std::size_t kEndWord = offsetof(FlightRecorder::Entry, end) / sizeof(uint64_t);
+static_assert(kAlgorithmWord != kEndWord && offsetof(FlightRecorder::Entry, algorithm) % sizeof(uint64_t) == 0 &&
+                  offsetof(FlightRecorder::Entry, end) % sizeof(uint64_t) == 0,
+              "end() writes the algorithm and the end as whole words");
+// The end word: the end time's ticks shifted by two, the state (0 running, 1 done, 2 failed) in the low two bits.
+// A tick is a nanosecond of the steady clock, so 62 bits hold 146 years of uptime.
+static_assert(std::is_same_v<Clock::period, std::nano> && std::is_signed_v<Clock::rep>, "end_word() packs ticks");
+constexpr uint64_t kEndRunning = 0, kEndDone = 1, kEndFailed = 2;
+
+uint64_t end_word(Clock::time_point end, bool ok) {
+  return static_cast<uint64_t>(end.time_since_epoch().count()) << 2 | (ok ? kEndDone : kEndFailed);
 }
 
-// The words a call's end changes (FlightRecorder::end): its algorithm, its state (whose word also holds the
-// root, rewritten unchanged) and its end time.
-constexpr std::size_t kAlgorithmWord = offsetof(FlightRecorder::Entry, algorithm) / sizeof(uint64_t);
-constexpr std::size_t kStateWord = offsetof(FlightRecorder::Entry, state) / sizeof(uint64_t);
-constexpr std::size_t kEndWord = offsetof(FlightRecorder::Entry, end) / sizeof(uint64_t);
-static_assert(kAlgorithmWord != kStateWord && kStateWord != kEndWord && kAlgorithmWord != kEndWord &&
-                  offsetof(FlightRecorder::Entry, algorithm) % sizeof(uint64_t) == 0 &&
-                  offsetof(FlightRecorder::Entry, end) % sizeof(uint64_t) == 0,
-              "store_end writes the algorithm, the state and the end as whole words");
+// The state and end time an end word says, into `e` (a running entry has no end).
+void read_end_word(uint64_t word, FlightRecorder::Entry& e) {
+  if ((word & 3) == kEndRunning) {
+    e.state = FlightRecorder::State::kRunning;
+    e.end = {};
+    return;
+  }
+  e.state = (word & 3) == kEndDone ? FlightRecorder::State::kDone : FlightRecorder::State::kFailed;
+  e.end = Clock::time_point(Clock::duration(static_cast<Clock::rep>(word >> 2)));
+}
 
 // Writes `write` under the slot's sequence lock: odd while written. The release fence keeps the words' stores after
 // the odd stamp; the even stamp's release store keeps them before it. One writer at a time: plain stores, no lock.
@@ -94,15 +106,6 @@ void FlightRecorder::store(uint64_t index, std::size_t at, const Entry& e) {
   });
 }
 
-void FlightRecorder::store_end(std::size_t at, const Entry& e) {
-  Slot& slot = ring_[at];
-  under_stamp(slot, [&] {
-    slot.words[kAlgorithmWord].store(word_of(e, kAlgorithmWord), std::memory_order_relaxed);
-    slot.words[kStateWord].store(word_of(e, kStateWord), std::memory_order_relaxed);
-    slot.words[kEndWord].store(word_of(e, kEndWord), std::memory_order_relaxed);
-  });
-}
-
 bool FlightRecorder::load(uint64_t index, Entry& out) const {
   const Slot& slot = ring_[index % size_];
   for (;;) {
@@ -112,12 +115,16 @@ bool FlightRecorder::load(uint64_t index, Entry& out) const {
       continue;
     }
     const uint64_t held = slot.index.load(std::memory_order_relaxed);
+    // The end word first, with acquire: end() writes it after the algorithm, so an ended entry read here has its
+    // algorithm too. The two change outside the stamp (end()), each a whole word; the rest only under it.
+    const uint64_t ended = slot.words[kEndWord].load(std::memory_order_acquire);
     uint64_t words[kWords];
     for (std::size_t w = 0; w < kWords; ++w) words[w] = slot.words[w].load(std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_acquire);
     if (slot.stamp.load(std::memory_order_relaxed) != before) continue;
     if (held != index + 1) return false;  // replaced by a later entry, or never written
     std::memcpy(&out, words, sizeof out);
+    read_end_word(ended, out);
     return true;
   }
 }
@@ -127,7 +134,7 @@ void FlightRecorder::begin(uint64_t seq, Collective coll, DType dtype, std::size
   algorithm_.store(nullptr, std::memory_order_relaxed);
   const uint64_t index = recorded_.load(std::memory_order_relaxed);
   // Timestamps from the coarse clock (common/deadline.hpp): reports print tenths of seconds; every call takes two.
-  newest_ = Entry{seq, coll, nullptr, dtype, count, root, State::kRunning, start, {}};
+  newest_ = Entry{seq, coll, nullptr, dtype, count, root, State::kRunning, start, {}};  // end word: kEndRunning
   newest_slot_ = index == 0 || newest_slot_ + 1 == size_ ? 0 : newest_slot_ + 1;
   store(index, newest_slot_, newest_);
   recorded_.store(index + 1, std::memory_order_release);
@@ -136,11 +143,15 @@ void FlightRecorder::begin(uint64_t seq, Collective coll, DType dtype, std::size
 void FlightRecorder::end(bool ok) {
   const uint64_t recorded = recorded_.load(std::memory_order_relaxed);
   if (recorded == 0) return;
-  newest_.algorithm = algorithm_.load(std::memory_order_relaxed);
-  newest_.state = ok ? State::kDone : State::kFailed;
-  // Both stamps are the coarse clock's (the caller's start): never an end before the start all the same.
-  newest_.end = std::max(coarse_now(), newest_.start);
-  store_end(newest_slot_, newest_);
+  // Two whole words, not the stamp's rewrite (a reader takes each as it is: load()). The stamp's odd and even stores
+  // at every call's end, right after the call's store to its shared-memory slot, kept a rank's 8 B rooted calls in
+  // step with the other rank's: broadcast on 2 ranks bound 0.17 us a call with them, 0.10 with these two stores
+  // (docs/benchmark.md, session 24).
+  Slot& slot = ring_[newest_slot_];
+  slot.words[kAlgorithmWord].store(reinterpret_cast<uintptr_t>(algorithm_.load(std::memory_order_relaxed)),
+                                   std::memory_order_relaxed);
+  // Both times are the coarse clock's (the caller's start): never an end before the start all the same.
+  slot.words[kEndWord].store(end_word(std::max(coarse_now(), newest_.start), ok), std::memory_order_release);
 }
 
 FlightRecorder::Position FlightRecorder::position(Clock::time_point now) const {

@@ -3,7 +3,9 @@
 // dtype, count, root, state, start and end), always on. Recording costs a coarse clock read (CLOCK_MONOTONIC_COARSE:
 // to a few ms; the start is the call's deadline's) and a few plain stores per call - no lock and no locked
 // instruction: each entry is written under its own stamp (a sequence lock per entry), which a reader checks before
-// and after its copy and retries on a change; nothing is formatted until someone asks. A rank is asked
+// and after its copy and retries on a change, and a call's end then changes two whole words of it outside the stamp
+// (its algorithm, and its end time and state in one word), which a reader takes as they are; nothing is formatted
+// until someone asks. A rank is asked
 // (runtime/hang_report.hpp) when a peer's collective times out, and dumps at exit when DCOMM_FLIGHT_RECORDER_DUMP
 // names a file or "stderr".
 // The dump formats (text and JSON) are in docs/errors.md. Anchors: torch's flight recorder, NCCL's RAS.
@@ -74,8 +76,6 @@ class FlightRecorder {
   /// Writes entry `index` into its slot `at` (index mod size_; the writer: one thread at a time, the one running
   /// the group's call).
   void store(uint64_t index, std::size_t at, const Entry& e);
-  /// The same for a call's end, which changes only its algorithm, state and end time: those words alone.
-  void store_end(std::size_t at, const Entry& e);
   /// Entry `index`, when its slot still holds it: false when a later entry replaced it (or none was written).
   bool load(uint64_t index, Entry& out) const;
 
@@ -83,7 +83,7 @@ class FlightRecorder {
   std::vector<int> world_ranks_;
   std::unique_ptr<Slot[]> ring_;
   std::size_t size_ = 0;
-  Entry newest_;  ///< the writer's copy of the newest entry (end() updates it)
+  Entry newest_;  ///< the writer's copy of the newest entry as begin() wrote it
   std::size_t newest_slot_ = 0;  ///< its slot: recorded_ - 1 mod size_, kept without a division on the call's path
   std::atomic<uint64_t> recorded_{0};  ///< entries ever begun; the newest is entry recorded_ - 1
   std::atomic<const char*> algorithm_{nullptr};
