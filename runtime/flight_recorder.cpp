@@ -85,8 +85,14 @@ void read_end_word(uint64_t word, FlightRecorder::Entry& e) {
 template <typename Slot, typename Write>
 void under_stamp(Slot& slot, Write write) {
   const uint64_t stamp = slot.stamp.load(std::memory_order_relaxed);
+#if defined(__SANITIZE_THREAD__)
+  // ThreadSanitizer does not model fences (GCC refuses them under -fsanitize=thread, as in shm_pipe.cpp): an
+  // acquire read-modify-write keeps the words' stores after the odd stamp the same way.
+  slot.stamp.fetch_add(1, std::memory_order_acq_rel);
+#else
   slot.stamp.store(stamp + 1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
+#endif
   write();
   slot.stamp.store(stamp + 2, std::memory_order_release);
 }
@@ -120,8 +126,13 @@ bool FlightRecorder::load(uint64_t index, Entry& out) const {
     const uint64_t ended = slot.words[kEndWord].load(std::memory_order_acquire);
     uint64_t words[kWords];
     for (std::size_t w = 0; w < kWords; ++w) words[w] = slot.words[w].load(std::memory_order_relaxed);
+#if defined(__SANITIZE_THREAD__)
+    // As in under_stamp: a release read-modify-write keeps the words' reads before the stamp's second read.
+    if (slot.stamp.fetch_add(0, std::memory_order_acq_rel) != before) continue;
+#else
     std::atomic_thread_fence(std::memory_order_acquire);
     if (slot.stamp.load(std::memory_order_relaxed) != before) continue;
+#endif
     if (held != index + 1) return false;  // replaced by a later entry, or never written
     std::memcpy(&out, words, sizeof out);
     read_end_word(ended, out);
