@@ -127,8 +127,9 @@ bool FlightRecorder::load(uint64_t index, Entry& out) const {
     uint64_t words[kWords];
     for (std::size_t w = 0; w < kWords; ++w) words[w] = slot.words[w].load(std::memory_order_relaxed);
 #if defined(__SANITIZE_THREAD__)
-    // As in under_stamp: a release read-modify-write keeps the words' reads before the stamp's second read.
-    if (slot.stamp.fetch_add(0, std::memory_order_acq_rel) != before) continue;
+    // As in under_stamp: a release read-modify-write (of nothing) keeps the words' reads before the stamp's second
+    // read; the stamp is the writer's, so the const reader casts its constness away for it.
+    if (const_cast<std::atomic<uint64_t>&>(slot.stamp).fetch_add(0, std::memory_order_acq_rel) != before) continue;
 #else
     std::atomic_thread_fence(std::memory_order_acquire);
     if (slot.stamp.load(std::memory_order_relaxed) != before) continue;
