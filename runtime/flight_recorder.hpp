@@ -5,9 +5,8 @@
 // instruction: each entry is written under its own stamp (a sequence lock per entry), which a reader checks before
 // and after its copy and retries on a change, and a call's end then changes two whole words of it outside the stamp
 // (its algorithm, and its end time and state in one word), which a reader takes as they are; nothing is formatted
-// until someone asks. A rank is asked
-// (runtime/hang_report.hpp) when a peer's collective times out, and dumps at exit when DCOMM_FLIGHT_RECORDER_DUMP
-// names a file or "stderr".
+// until someone asks. A rank is asked (runtime/hang_report.hpp) when a peer's collective times out, and dumps at exit
+// when DCOMM_FLIGHT_RECORDER_DUMP names a file or "stderr".
 // The dump formats (text and JSON) are in docs/errors.md. Anchors: torch's flight recorder, NCCL's RAS.
 
 #include <atomic>
