@@ -66,7 +66,9 @@ TEST_CASE("tasks queued by another thread while inline runs end all run, one ope
     // Every task ends soon after the inline runs stop: none waits for a wake-up that never comes (a missed one
     // costs kInlineRecheck at most, each task after it runs at once).
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (ran.load() < kTasks && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    while (ran.load() < kTasks && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
     INFO("round " << round << ": " << ran.load() << " of " << kTasks << " tasks ran, " << inline_runs.load()
                   << " inline runs");
     REQUIRE(ran.load() == kTasks);
@@ -86,7 +88,9 @@ TEST_CASE("a task queued while an inline run holds the executor runs once it end
   CHECK_FALSE(ran.load());  // the inline run holds it
   ex.leave_inline();
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (!ran.load() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  while (!ran.load() && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
   CHECK(ran.load());
   CHECK(work->wait(std::chrono::seconds(5)));
 }
