@@ -51,7 +51,8 @@ class EngineImpl final : public Engine {
         chunk_bytes_(chunk_bytes),
         device_chunk_bytes_(device_chunk_bytes),
         check_calls_(check_calls),
-        selector_(params, std::move(source), std::move(env_forced), std::move(rules), std::move(rules_path)) {}
+        selector_(params, std::move(source), std::move(env_forced), std::move(rules), std::move(rules_path)),
+        window_set_(window_rule_set(view_.hierarchy->topo)) {}
 
   /// Measure the choices of calls the cost model would make (tuner.hpp), from the next call on; rank 0 saves what
   /// the group learns to `out` when not empty (DCOMM_TUNE_OUT).
@@ -77,14 +78,19 @@ class EngineImpl final : public Engine {
     if (probe_due_) probe_again(deadline, fmt::format("measuring again before {} call #{} of this group", to_string(args.coll), seq));
     // The windows' state (changed at the same call on every rank) picks the rules: measured under non-temporal
     // stores or slow lines, the model's under fast plain ones; a set per state (docs/algorithms.md, tuner.hpp).
-    if (tune_by_windows_ && !measuring_ && window_rule_set(view_.hierarchy->topo) != rule_set_) {
-      rule_set_ = window_rule_set(view_.hierarchy->topo);
+    if (tune_by_windows_ && !measuring_ && window_set_ != rule_set_) {
+      rule_set_ = window_set_;
       tune_ = rule_set_ != kDefaultRuleSet;
       selector_.use_learned(rule_set_);
     }
     // A call of the last valid call's shape (repeat_) takes what the engine derived from the shape alone; any other
     // call is validated and chosen for in full. Either way its descriptor goes through the call check below, so a
     // rank whose call differs from the others' is caught alike (the cache is this rank's, never the group's).
+    // A repeat whose exchange is planned through the slots, with no memory to take first, goes the direct way.
+    if (repeat_.direct && found.empty() && algorithm.empty() && repeat_.shape.matches(args) &&
+        repeat_.generation == selector_.generation()) {
+      return run_direct(args, deadline, seq);
+    }
     const bool repeat = found.empty() && algorithm.empty() && repeat_.algo != nullptr && repeat_.shape.matches(args) &&
                         repeat_.generation == selector_.generation();
     // The first call of a size class the tuner measures: checked here, on every rank, before the measurement (a
@@ -132,22 +138,7 @@ class EngineImpl final : public Engine {
       ctx.call = &call;  // the algorithm's first exchange carries the check
     }
     if (repeat_.nothing) return;
-    try {
-      if (repeat_.reducing) {
-        run_reducing(ctx, *algo, held.data());
-      } else {
-        algo->run(ctx);
-      }
-    } catch (const std::bad_alloc&) {
-      // Memory an algorithm grows on its way (a vector, a staging list) ran out after the check: this rank fails
-      // alone, and its peers' waits for it end by the deadline.
-      throw SystemError(fmt::format("{}: out of memory in call #{} of this group ({} on this rank)", ctx.what, seq,
-                                    format_bytes(largest_bytes(args))),
-                        ENOMEM);
-    }
-    if (reprobe_calls_ > 0 && !measuring_) count_for_probe();
-    if (watch_.judged) slow_calls_ = watch_.slow ? slow_calls_ + 1 : 0;
-    watch_ = {};
+    run_algorithm(ctx, *algo, held.data());
   }
 
   void set_algorithm(Collective c, const std::string& name) override { selector_.set_override(c, name); }
@@ -162,13 +153,48 @@ class EngineImpl final : public Engine {
   }
 
  private:
+  // run() for a repeat of a shape whose algorithm exchanges through the slots with a plan (repeat_.direct): the
+  // exchange carries the call check, and there is no work buffer or memory probe to take first - what run()'s
+  // general path would do for it, without its tests (an 8 B rooted call in a loop: docs/benchmark.md, session 25).
+  void run_direct(const Args& args, const Deadline& deadline, uint64_t seq) {
+    const Algorithm& algo = *repeat_.algo;
+    if (args.chosen_algorithm != nullptr) args.chosen_algorithm->store(algo.name, std::memory_order_relaxed);
+    Context ctx(args, view_, deadline, seq, repeat_.mine->what, repeat_.chunk);
+    ctx.state = &repeat_.mine->state;
+    ctx.slot_plan = &repeat_.slot_plan;
+    if (repeat_.slot_plan.checked) ctx.call = &repeat_.call;
+    if (reprobe_calls_ > 0) ctx.windows = &watch_;
+    run_algorithm(ctx, algo, nullptr);
+  }
+
+  // The algorithm of a call whose check is done or rides in its first exchange, and what follows a call that
+  // succeeded. `scratch`: a reducing call's work buffer, or null (its output is the work buffer).
+  void run_algorithm(Context& ctx, const Algorithm& algo, char* scratch) {
+    try {
+      if (repeat_.reducing) {
+        run_reducing(ctx, algo, scratch);
+      } else {
+        algo.run(ctx);
+      }
+    } catch (const std::bad_alloc&) {
+      // Memory an algorithm grows on its way (a vector, a staging list) ran out after the check: this rank fails
+      // alone, and its peers' waits for it end by the deadline.
+      throw SystemError(fmt::format("{}: out of memory in call #{} of this group ({} on this rank)", ctx.what,
+                                    ctx.seq, format_bytes(largest_bytes(ctx.args))),
+                        ENOMEM);
+    }
+    if (reprobe_calls_ > 0 && !measuring_) count_for_probe();
+    if (watch_.judged) slow_calls_ = watch_.slow ? slow_calls_ + 1 : 0;
+    watch_ = {};
+  }
+
   // The full path of run() for a call whose shape is not repeat_'s (or that names an algorithm, or came with a
   // problem): validates it and chooses its algorithm; a call this rank cannot run is refused (throws). A valid
   // call's shape and what follows from it become repeat_; one that names its algorithm is not remembered as a
   // repeat (its shape alone does not decide the algorithm).
   void learn(const Args& args, const std::string& algorithm, const Deadline& deadline, uint64_t seq,
              std::string_view found, const CallShape& shape, uint64_t generation) {
-    repeat_.algo = nullptr;
+    repeat_.forget();
     std::string problem(found);
     if (problem.empty()) problem = call_problem(args, view_);
     const Algorithm* algo = nullptr;
@@ -195,13 +221,15 @@ class EngineImpl final : public Engine {
     repeat_.fused = algo->fuses_check && (view_.slots == nullptr || algo->uses_slots);
     repeat_.nothing = moves_nothing(args);
     repeat_.reducing = is_reducing(args.coll);
-    repeat_.work_scratch = repeat_.reducing && needs_work_scratch(args, view_.rank);
     const Buffer& primary = args.send.data != nullptr || args.send.count > 0 ? args.send : args.recv;  // Context's
     repeat_.probe_memory = largest_bytes(args) >= kProbeScratchBytes && primary.device.is_host();
     // A slot row's exchange, planned once for the shape (slots.hpp, SlotPlan): for the call the check gives it.
     const bool check = check_calls_ && view_.size > 1;
     repeat_.planned = algo->uses_slots && !repeat_.nothing &&
                       plan_slot(args, view_, check ? &repeat_.call : nullptr, &repeat_.slot_plan);
+    repeat_.work_scratch = repeat_.reducing && needs_work_scratch(args, view_.rank);
+    // The slot rows carry the check in their exchange (fused); the plan was made for it (or for none, check off).
+    repeat_.direct = repeat_.planned && (repeat_.fused || !check) && !repeat_.work_scratch && !repeat_.probe_memory;
     repeat_.algo = algo;
     // Named algorithms and premul_sum's scale (which validation checks, and the shape leaves out) are never
     // repeats: the next call goes the full way again.
@@ -226,7 +254,7 @@ class EngineImpl final : public Engine {
     } catch (...) {
       // This rank's shape is valid, but the group's calls were not all this one: not a repeat, so that the next
       // call of this shape comes here again, as it does on the ranks whose calls differed.
-      repeat_.algo = nullptr;
+      repeat_.forget();
       throw;
     }
     // Every rank's call is this one: every rank measures this class now, once.
@@ -333,6 +361,7 @@ class EngineImpl final : public Engine {
       std::lock_guard<std::mutex> lock(view_mutex_);
       view_.hierarchy = std::move(changed);
     }
+    window_set_ = window_rule_set(view_.hierarchy->topo);
     if (changed_answer) selector_.invalidate();
   }
 
@@ -360,6 +389,12 @@ class EngineImpl final : public Engine {
     // (needs_work_scratch), its largest buffer is probed for memory (a host call of kProbeScratchBytes or more).
     bool nothing = false, reducing = false, work_scratch = false, probe_memory = false;
     bool planned = false;  ///< slot_plan holds the slot row's exchange for this shape
+    bool direct = false;   ///< a repeat runs by run_direct()
+    /// No shape is a repeat (a call was refused, or failed the check before the tuner's measurement).
+    void forget() {
+      algo = nullptr;
+      direct = false;
+    }
     SlotPlan slot_plan;
   };
 
@@ -385,6 +420,7 @@ class EngineImpl final : public Engine {
   bool tune_ = false;
   bool tune_by_windows_ = false;  ///< tune_by_windows(): tune_ follows the windows (window_rule_set)
   int rule_set_ = kDefaultRuleSet;  ///< the learned-rule set in use (tuner.hpp)
+  int window_set_ = kDefaultRuleSet;  ///< window_rule_set() of the topology: set with it (constructor, probe_again)
   std::string tune_out_;
   bool measuring_ = false;
   uint64_t tune_calls_ = 0;

@@ -104,6 +104,16 @@ inline void copy_bytes(void* dst, const void* src, std::size_t n) {
   }
 }
 
+/// memmove for the few bytes of a small call: copy_bytes up to 16 bytes (its loads all come before its stores, so the
+/// two ranges may overlap), memmove beyond.
+inline void move_bytes(void* dst, const void* src, std::size_t n) {
+  if (n > 16) {
+    std::memmove(dst, src, n);
+  } else {
+    copy_bytes(dst, src, n);
+  }
+}
+
 /// Whether <collective>[slot] (algorithms/slot.cpp) moves this call through the group's slots; where not, it runs
 /// the check and then slot_fallback().
 bool slots_take(const Args& args, const GroupView& view);

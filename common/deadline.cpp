@@ -24,12 +24,6 @@ Deadline Deadline::after(Duration timeout) {
   return Deadline(now, now + timeout, timeout);
 }
 
-Deadline Deadline::from_first_wait(Duration timeout) {
-  Deadline d(Clock::time_point{}, Clock::time_point{}, timeout);
-  d.lazy_ = true;
-  return d;
-}
-
 void Deadline::start_now() const {
   lazy_ = false;
   start_ = Clock::now();

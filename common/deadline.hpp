@@ -22,7 +22,11 @@ class Deadline {
   /// small rooted call. The time before the first wait is the call's own work, never a peer's: the timeout still
   /// bounds every wait for a peer. Lazy state is not thread-safe: for a deadline used by one thread (a copy arms
   /// itself).
-  static Deadline from_first_wait(Duration timeout);
+  static Deadline from_first_wait(Duration timeout) {
+    Deadline d(Clock::time_point{}, Clock::time_point{}, timeout);
+    d.lazy_ = true;
+    return d;
+  }
 
   /// Starts a deadline made by from_first_wait() now, if nothing started it yet; a waiter calls it when it
   /// begins to wait. Any other deadline is unchanged.

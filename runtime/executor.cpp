@@ -27,11 +27,6 @@ void Executor::run_one(Item& item) noexcept {
   }
 }
 
-bool Executor::claim() noexcept {
-  bool idle = false;
-  return running_.compare_exchange_strong(idle, true);
-}
-
 void Executor::release() {
   running_.store(false);
   // The worker checks running_ under the lock before it sleeps: taking the lock to notify cannot miss it.
@@ -41,28 +36,15 @@ void Executor::release() {
   }
 }
 
-bool Executor::try_enter_inline() {
-  if (queued_.load() != 0 || !claim()) return false;
-  // A task queued between the first look and the claim goes first: back off.
-  if (queued_.load() != 0) {
-    release();
-    return false;
-  }
-  return true;
-}
-
-void Executor::leave_inline() {
-  // A plain store (release), not release()'s sequentially consistent one: that is a locked instruction, which waits
-  // for every store before it to reach the cache - here the call's store to its shared-memory slot, a line the other
-  // rank holds - and it kept a rank's 8 B rooted calls in step with the other rank's (broadcast on 2 ranks bound:
+void Executor::wake_after_inline() {
+  // leave_inline() ends with a plain store (release), not release()'s sequentially consistent one: that is a locked
+  // instruction, which waits for every store before it to reach the cache - here the call's store to its
+  // shared-memory slot, a line the other rank holds - and it kept a rank's 8 B rooted calls in step with the other rank's (broadcast on 2 ranks bound:
   // 0.17 us a call with it, 0.10 without; docs/benchmark.md, session 24). Without the full fence this thread may
   // read queued_ before its store of running_ is seen, and so miss a task another thread queued just then: the worker
   // does not sleep on such a task for more than kInlineRecheck (worker_loop).
-  running_.store(false, std::memory_order_release);
-  if (queued_.load(std::memory_order_acquire) != 0) {
-    std::lock_guard<std::mutex> lock(mu_);
-    cv_.notify_all();
-  }
+  std::lock_guard<std::mutex> lock(mu_);
+  cv_.notify_all();
 }
 
 void Executor::submit(const std::shared_ptr<CollectiveWork>& work, Task task, bool async) {

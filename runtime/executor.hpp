@@ -30,9 +30,22 @@ class Executor {
   /// The fast path of a blocking call: true when nothing is queued or running, and then the caller runs its
   /// operation on its own thread and must call leave_inline() after it. Saves the task's allocation and a
   /// hand-off on every small collective.
-  bool try_enter_inline();
-  /// Ends an inline run without a locked instruction (executor.cpp says why and what that costs).
-  void leave_inline();
+  /// Inline, as leave_inline(): every blocking call runs both.
+  bool try_enter_inline() {
+    if (queued_.load() != 0 || !claim()) return false;
+    // A task queued between the first look and the claim goes first: back off.
+    if (queued_.load() != 0) {
+      release();
+      return false;
+    }
+    return true;
+  }
+  /// Ends an inline run without a locked instruction (executor.cpp, wake_after_inline(), says why and what that
+  /// costs).
+  void leave_inline() {
+    running_.store(false, std::memory_order_release);
+    if (queued_.load(std::memory_order_acquire) != 0) wake_after_inline();
+  }
   /// How long the worker sleeps on a task queued while an inline call runs before it looks again: the inline call's
   /// end may miss the task (leave_inline) and not wake it, so a task queued just then waits this long at most.
   static constexpr std::chrono::milliseconds kInlineRecheck{1};
@@ -48,7 +61,12 @@ class Executor {
   void worker_loop();
 
   /// Takes running_ for the caller; false when another task holds it.
-  bool claim() noexcept;
+  bool claim() noexcept {
+    bool idle = false;
+    return running_.compare_exchange_strong(idle, true);
+  }
+  /// leave_inline()'s wake-up of the worker, when tasks wait.
+  void wake_after_inline();
   /// Gives running_ back and wakes the worker when tasks wait.
   void release();
 

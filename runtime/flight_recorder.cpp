@@ -146,9 +146,9 @@ void FlightRecorder::begin(uint64_t seq, Collective coll, DType dtype, std::size
   algorithm_.store(nullptr, std::memory_order_relaxed);
   const uint64_t index = recorded_.load(std::memory_order_relaxed);
   // Timestamps from the coarse clock (common/deadline.hpp): reports print tenths of seconds; every call takes two.
-  newest_ = Entry{seq, coll, nullptr, dtype, count, root, State::kRunning, start, {}};  // end word: kEndRunning
+  newest_start_ = start;
   newest_slot_ = index == 0 || newest_slot_ + 1 == size_ ? 0 : newest_slot_ + 1;
-  store(index, newest_slot_, newest_);
+  store(index, newest_slot_, Entry{seq, coll, nullptr, dtype, count, root, State::kRunning, start, {}});  // kEndRunning
   recorded_.store(index + 1, std::memory_order_release);
 }
 
@@ -163,7 +163,7 @@ void FlightRecorder::end(bool ok) {
   slot.words[kAlgorithmWord].store(reinterpret_cast<uintptr_t>(algorithm_.load(std::memory_order_relaxed)),
                                    std::memory_order_relaxed);
   // Both times are the coarse clock's (the caller's start): never an end before the start all the same.
-  slot.words[kEndWord].store(end_word(std::max(coarse_now(), newest_.start), ok), std::memory_order_release);
+  slot.words[kEndWord].store(end_word(std::max(coarse_now(), newest_start_), ok), std::memory_order_release);
 }
 
 FlightRecorder::Position FlightRecorder::position(Clock::time_point now) const {

@@ -82,7 +82,7 @@ class FlightRecorder {
   std::vector<int> world_ranks_;
   std::unique_ptr<Slot[]> ring_;
   std::size_t size_ = 0;
-  Entry newest_;  ///< the writer's copy of the newest entry as begin() wrote it
+  Clock::time_point newest_start_{};  ///< the newest entry's start, as begin() wrote it (end() is never before it)
   std::size_t newest_slot_ = 0;  ///< its slot: recorded_ - 1 mod size_, kept without a division on the call's path
   std::atomic<uint64_t> recorded_{0};  ///< entries ever begun; the newest is entry recorded_ - 1
   std::atomic<const char*> algorithm_{nullptr};

@@ -28,16 +28,14 @@ ProcessGroupImpl::ProcessGroupImpl(std::shared_ptr<World> world, coll::GroupView
   p2p->label = label_;
   p2p_ = std::move(p2p);
   recorder_ = world_->recorders->add(view_.context, view_.world_ranks);
+  inline_args_.chosen_algorithm = recorder_->algorithm_slot();
   engine_ = coll::Engine::create(view_);
 }
 
-void ProcessGroupImpl::run_recorded(const coll::Args& args, const std::string& algorithm, const Deadline& deadline,
-                                    uint64_t seq, std::string_view problem) {
-  // The start from the coarse clock, like the end: the deadline may not have started (Deadline::from_first_wait).
-  recorder_->begin(seq, args.coll, args.send.count != 0 ? args.send.dtype : args.recv.dtype,
-                   std::max(args.send.count, args.recv.count), args.root, coarse_now());
+void ProcessGroupImpl::fail_recorded(uint64_t seq) {
+  // Called from the handler of run_recorded()'s call: `throw;` rethrows that call's failure.
   try {
-    engine_->run(args, algorithm, deadline, seq, problem);
+    throw;
   } catch (const Error& e) {
     if (e.code() != ErrorCode::kTimeout || !world_->failure_store) {
       recorder_->end(false);
@@ -58,11 +56,25 @@ void ProcessGroupImpl::run_recorded(const coll::Args& args, const std::string& a
     recorder_->end(false);
     throw;
   }
+}
+
+// Small, so that it is inlined into its two callers (the fast path of an 8 B call counts its instructions); the
+// failure's handling is fail_recorded()'s.
+[[gnu::always_inline]] inline void ProcessGroupImpl::run_recorded(const coll::Args& args, const std::string& algorithm,
+                                                                  const Deadline& deadline, uint64_t seq,
+                                                                  std::string_view problem) {
+  // The start from the coarse clock, like the end: the deadline may not have started (Deadline::from_first_wait).
+  recorder_->begin(seq, args.coll, args.send.count != 0 ? args.send.dtype : args.recv.dtype,
+                   std::max(args.send.count, args.recv.count), args.root, coarse_now());
+  try {
+    engine_->run(args, algorithm, deadline, seq, problem);
+  } catch (...) {
+    fail_recorded(seq);
+  }
   recorder_->end(true);
 }
 
 ProcessGroupImpl::~ProcessGroupImpl() = default;
-
 
 void ProcessGroupImpl::throw_unusable(const char* op) const {
   if (world_->shrunk) {
@@ -156,6 +168,56 @@ WorkPtr ProcessGroupImpl::post_p2p(bool is_send, const Buffer& buf, int peer, in
   return work;
 }
 
+namespace {
+
+coll::Args args_of(Collective c, const Buffer& send, const Buffer& recv, int root = 0, Reduction red = {}) {
+  coll::Args a;
+  a.coll = c;
+  a.send = send;
+  a.recv = recv;
+  a.root = root;
+  a.red = red;
+  return a;
+}
+
+}  // namespace
+
+[[gnu::always_inline]] inline WorkPtr ProcessGroupImpl::run_inline(const coll::Args& args, const CollectiveOptions& opts,
+                                                                    std::string_view problem) {
+  // Nothing queued ahead (the caller holds the executor: try_enter_inline): run on the caller's thread, without a
+  // task object, a hand-off or a handle of its own (a failure is thrown, so the handle returned is always a
+  // completed one).
+  const uint64_t seq = seq_.fetch_add(1);
+  const Duration timeout = opts.timeout == kDefaultTimeout ? world_->timeout : opts.timeout;
+  try {
+    run_recorded(args, opts.algorithm, Deadline::from_first_wait(timeout), seq, problem);
+  } catch (...) {
+    executor_.leave_inline();
+    throw;
+  }
+  executor_.leave_inline();
+  return completed_work();
+}
+
+WorkPtr ProcessGroupImpl::call(Collective c, const Buffer& send, const Buffer& recv, int root, Reduction red,
+                               const CollectiveOptions& opts) {
+  // The usual call - blocking, on host buffers that ask for no detection - with nothing queued ahead runs in the
+  // group's own Args (inline_args_, the caller holding the executor), which it neither builds nor drops: what
+  // submit() would do with it, less a few hundred instructions of an 8 B call's ~1,000 (docs/benchmark.md, session
+  // 25). Any other call, or one that finds the group unusable, goes through submit().
+  if (!opts.async_op && !send.detect_device && !recv.detect_device && send.device.is_host() &&
+      recv.device.is_host() && usable() && executor_.try_enter_inline()) {
+    coll::Args& a = inline_args_;
+    a.coll = c;
+    a.send = send;
+    a.recv = recv;
+    a.root = root;
+    a.red = red;
+    return run_inline(a, opts, {});
+  }
+  return submit(args_of(c, send, recv, root, red), opts);
+}
+
 WorkPtr ProcessGroupImpl::submit(coll::Args&& args, const CollectiveOptions& opts) {
   // A caller mistake does not throw here: the call still takes its number and runs, and the engine finds the
   // mistake (or takes `problem`) and fails the call on every rank through the call check, naming this rank. Had
@@ -175,20 +237,9 @@ WorkPtr ProcessGroupImpl::submit(coll::Args&& args, const CollectiveOptions& opt
   args.send.detect_device = args.recv.detect_device = false;
   if (!usable()) throw_unusable(to_string(args.coll));
   args.chosen_algorithm = recorder_->algorithm_slot();
+  if (device.is_host() && !opts.async_op && executor_.try_enter_inline()) return run_inline(args, opts, problem);
   uint64_t seq = seq_.fetch_add(1);
   Duration timeout = opts.timeout == kDefaultTimeout ? world_->timeout : opts.timeout;
-  if (device.is_host() && !opts.async_op && executor_.try_enter_inline()) {
-    // Nothing queued ahead: run on the caller's thread, without a task object, a hand-off or a handle of its own
-    // (a failure is thrown, so the handle returned is always a completed one).
-    try {
-      run_recorded(args, opts.algorithm, Deadline::from_first_wait(timeout), seq, problem);
-    } catch (...) {
-      executor_.leave_inline();
-      throw;
-    }
-    executor_.leave_inline();
-    return completed_work();
-  }
   auto work = std::make_shared<CollectiveWork>(std::string(to_string(args.coll)) + ' ' + label_ + " (call " + std::to_string(seq) + ')',
                                                world_->timeout);
   std::string algorithm = opts.algorithm;
@@ -215,36 +266,22 @@ WorkPtr ProcessGroupImpl::submit(coll::Args&& args, const CollectiveOptions& opt
   return work;
 }
 
-namespace {
-
-coll::Args args_of(Collective c, const Buffer& send, const Buffer& recv, int root = 0, Reduction red = {}) {
-  coll::Args a;
-  a.coll = c;
-  a.send = send;
-  a.recv = recv;
-  a.root = root;
-  a.red = red;
-  return a;
-}
-
-}  // namespace
-
 WorkPtr ProcessGroupImpl::all_reduce(const Buffer& send, const Buffer& recv, Reduction red,
                                      const CollectiveOptions& opts) {
-  return submit(args_of(Collective::kAllReduce, send, recv, 0, red), opts);
+  return call(Collective::kAllReduce, send, recv, 0, red, opts);
 }
 
 WorkPtr ProcessGroupImpl::broadcast(const Buffer& buf, int root, const CollectiveOptions& opts) {
-  return submit(args_of(Collective::kBroadcast, buf, buf, root), opts);
+  return call(Collective::kBroadcast, buf, buf, root, {}, opts);
 }
 
 WorkPtr ProcessGroupImpl::reduce(const Buffer& send, const Buffer& recv, int root, Reduction red,
                                  const CollectiveOptions& opts) {
-  return submit(args_of(Collective::kReduce, send, recv, root, red), opts);
+  return call(Collective::kReduce, send, recv, root, red, opts);
 }
 
 WorkPtr ProcessGroupImpl::scatter(const Buffer& send, const Buffer& recv, int root, const CollectiveOptions& opts) {
-  return submit(args_of(Collective::kScatter, send, recv, root), opts);
+  return call(Collective::kScatter, send, recv, root, {}, opts);
 }
 
 WorkPtr ProcessGroupImpl::scatterv(const Buffer& send, const std::vector<std::size_t>& counts,
@@ -258,7 +295,7 @@ WorkPtr ProcessGroupImpl::scatterv(const Buffer& send, const std::vector<std::si
 }
 
 WorkPtr ProcessGroupImpl::gather(const Buffer& send, const Buffer& recv, int root, const CollectiveOptions& opts) {
-  return submit(args_of(Collective::kGather, send, recv, root), opts);
+  return call(Collective::kGather, send, recv, root, {}, opts);
 }
 
 WorkPtr ProcessGroupImpl::gatherv(const Buffer& send, const Buffer& recv, const std::vector<std::size_t>& counts,
@@ -271,16 +308,16 @@ WorkPtr ProcessGroupImpl::gatherv(const Buffer& send, const Buffer& recv, const 
 }
 
 WorkPtr ProcessGroupImpl::all_gather(const Buffer& send, const Buffer& recv, const CollectiveOptions& opts) {
-  return submit(args_of(Collective::kAllGather, send, recv), opts);
+  return call(Collective::kAllGather, send, recv, 0, {}, opts);
 }
 
 WorkPtr ProcessGroupImpl::reduce_scatter(const Buffer& send, const Buffer& recv, Reduction red,
                                          const CollectiveOptions& opts) {
-  return submit(args_of(Collective::kReduceScatter, send, recv, 0, red), opts);
+  return call(Collective::kReduceScatter, send, recv, 0, red, opts);
 }
 
 WorkPtr ProcessGroupImpl::all_to_all(const Buffer& send, const Buffer& recv, const CollectiveOptions& opts) {
-  return submit(args_of(Collective::kAllToAll, send, recv), opts);
+  return call(Collective::kAllToAll, send, recv, 0, {}, opts);
 }
 
 WorkPtr ProcessGroupImpl::all_to_all_v(const Buffer& send, const std::vector<std::size_t>& send_counts,
@@ -297,7 +334,7 @@ WorkPtr ProcessGroupImpl::all_to_all_v(const Buffer& send, const std::vector<std
 }
 
 WorkPtr ProcessGroupImpl::barrier(const CollectiveOptions& opts) {
-  return submit(args_of(Collective::kBarrier, Buffer{}, Buffer{}), opts);
+  return call(Collective::kBarrier, Buffer{}, Buffer{}, 0, {}, opts);
 }
 
 void ProcessGroupImpl::set_algorithm(Collective c, const std::string& name) { engine_->set_algorithm(c, name); }

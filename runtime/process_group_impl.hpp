@@ -90,12 +90,22 @@ class ProcessGroupImpl : public ProcessGroup, public std::enable_shared_from_thi
   ShrinkResult shrink(const ShrinkOptions& opts) override;
 
  private:
+  /// One collective of the regular (not v) kind: run inline in inline_args_ when it may (see the definition),
+  /// else through submit().
+  WorkPtr call(Collective c, const Buffer& send, const Buffer& recv, int root, Reduction red,
+               const CollectiveOptions& opts);
   /// Validates, numbers and runs (or queues) one collective.
   WorkPtr submit(coll::Args&& args, const CollectiveOptions& opts);
+  /// Numbers and runs a host call on the caller's thread, which holds the executor (Executor::try_enter_inline);
+  /// leaves it. Returns a completed handle, or throws the call's failure.
+  WorkPtr run_inline(const coll::Args& args, const CollectiveOptions& opts, std::string_view problem);
   /// Runs one collective under the flight recorder; a timeout gets the report of where every rank is. `problem`:
   /// a caller mistake found here, which the engine fails on every rank (coll::Engine::run).
   void run_recorded(const coll::Args& args, const std::string& algorithm, const Deadline& deadline, uint64_t seq,
                     std::string_view problem = {});
+  /// run_recorded()'s failure, from inside its handler: ends the recorder's entry and rethrows it - a timeout with
+  /// the report of where every rank is, and the rank that failed first leading.
+  [[noreturn]] void fail_recorded(uint64_t seq);
   /// Validates and posts one send or receive (`peer` may be kAnySource for receives).
   WorkPtr post_p2p(bool is_send, const Buffer& buf, int peer, int tag, const P2POptions& opts);
   /// Builds the subgroup whose members (world ranks, in group-rank order) include this rank; the first member
@@ -128,6 +138,9 @@ class ProcessGroupImpl : public ProcessGroup, public std::enable_shared_from_thi
   std::atomic<uint64_t> rounds_{0};  // split / new_group calls on this group
   StreamOrders streams_;             // CUDA stream ordering, one per device used
   Executor executor_;
+  // The Args of the call that holds the executor inline (call()): only that call writes or reads it. Its vectors
+  // stay empty and its chosen_algorithm is the recorder's slot.
+  coll::Args inline_args_;
 };
 
 }  // namespace dcomm::runtime

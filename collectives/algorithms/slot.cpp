@@ -149,9 +149,11 @@ void run_slot(Context& c) {
       if (r != a.root) copy_bytes(a.send.data, s.data(c, a.root, a.send.bytes()), a.send.bytes());
       return;
     case Collective::kScatter: {
+      // The root's block from its own input (what it published), the others' from the root's slot.
       const std::size_t block = a.recv.bytes();
-      const char* all = s.data(c, a.root, block * static_cast<std::size_t>(p));
-      std::memmove(a.recv.data, all + static_cast<std::size_t>(r) * block, block);
+      const char* all = r == a.root ? static_cast<const char*>(a.send.data)
+                                    : s.data(c, a.root, block * static_cast<std::size_t>(p));
+      move_bytes(a.recv.data, all + static_cast<std::size_t>(r) * block, block);
       return;
     }
     case Collective::kAllGather:
@@ -161,18 +163,18 @@ void run_slot(Context& c) {
       auto* to = static_cast<char*>(a.recv.data);
       // gather's root publishes nothing: its own block comes from its input, first (the input may lie in the output).
       const bool own_first = a.coll == Collective::kGather;
-      if (own_first) std::memmove(to + static_cast<std::size_t>(r) * block, a.send.data, block);
+      if (own_first) move_bytes(to + static_cast<std::size_t>(r) * block, a.send.data, block);
       for (int q = 0; q < p; ++q) {
         if (own_first && q == r) continue;
-        std::memmove(to + static_cast<std::size_t>(q) * block, s.data(c, q, block), block);
+        move_bytes(to + static_cast<std::size_t>(q) * block, s.data(c, q, block), block);
       }
       return;
     }
     case Collective::kAllToAll: {
       const std::size_t block = a.send.bytes() / static_cast<std::size_t>(p);
       for (int q = 0; q < p; ++q) {
-        std::memmove(static_cast<char*>(a.recv.data) + static_cast<std::size_t>(q) * block,
-                     s.data(c, q, block * static_cast<std::size_t>(p)) + static_cast<std::size_t>(r) * block, block);
+        move_bytes(static_cast<char*>(a.recv.data) + static_cast<std::size_t>(q) * block,
+                   s.data(c, q, block * static_cast<std::size_t>(p)) + static_cast<std::size_t>(r) * block, block);
       }
       return;
     }
