@@ -75,10 +75,36 @@ class EngineImpl final : public Engine {
 
   void run(const Args& args, const std::string& algorithm, const Deadline& deadline, uint64_t seq,
            std::string_view found) override {
+    // A repeat whose exchange is planned through the slots, with no memory to take first, goes the direct way -
+    // when nothing is to be done before it (a measurement due, the rules to change: run_full() does those).
+    if (repeat_.direct && !probe_due_ && !rules_change() && found.empty() && algorithm.empty() &&
+        repeat_.shape.matches(args) && repeat_.generation == selector_.generation()) {
+      return run_direct(args, deadline, seq);
+    }
+    run_full(args, algorithm, deadline, seq, found);
+  }
+
+  void set_algorithm(Collective c, const std::string& name) override { selector_.set_override(c, name); }
+
+  std::string explain(Collective c, std::size_t bytes, Device device) const override {
+    GroupView view;
+    {
+      std::lock_guard<std::mutex> lock(view_mutex_);  // run() may be replacing its topology on another thread
+      view = view_;
+    }
+    return selector_.explain(c, bytes, view, device);
+  }
+
+ private:
+  // The windows' state (changed at the same call on every rank) picks the rules: measured under non-temporal
+  // stores or slow lines, the model's under fast plain ones; a set per state (docs/algorithms.md, tuner.hpp).
+  bool rules_change() const { return tune_by_windows_ && !measuring_ && window_set_ != rule_set_; }
+
+  // run() for any call: out of line, so that run()'s direct way saves and restores few registers.
+  [[gnu::noinline]] void run_full(const Args& args, const std::string& algorithm, const Deadline& deadline,
+                                  uint64_t seq, std::string_view found) {
     if (probe_due_) probe_again(deadline, fmt::format("measuring again before {} call #{} of this group", to_string(args.coll), seq));
-    // The windows' state (changed at the same call on every rank) picks the rules: measured under non-temporal
-    // stores or slow lines, the model's under fast plain ones; a set per state (docs/algorithms.md, tuner.hpp).
-    if (tune_by_windows_ && !measuring_ && window_set_ != rule_set_) {
+    if (rules_change()) {
       rule_set_ = window_set_;
       tune_ = rule_set_ != kDefaultRuleSet;
       selector_.use_learned(rule_set_);
@@ -86,11 +112,6 @@ class EngineImpl final : public Engine {
     // A call of the last valid call's shape (repeat_) takes what the engine derived from the shape alone; any other
     // call is validated and chosen for in full. Either way its descriptor goes through the call check below, so a
     // rank whose call differs from the others' is caught alike (the cache is this rank's, never the group's).
-    // A repeat whose exchange is planned through the slots, with no memory to take first, goes the direct way.
-    if (repeat_.direct && found.empty() && algorithm.empty() && repeat_.shape.matches(args) &&
-        repeat_.generation == selector_.generation()) {
-      return run_direct(args, deadline, seq);
-    }
     const bool repeat = found.empty() && algorithm.empty() && repeat_.algo != nullptr && repeat_.shape.matches(args) &&
                         repeat_.generation == selector_.generation();
     // The first call of a size class the tuner measures: checked here, on every rank, before the measurement (a
@@ -141,18 +162,6 @@ class EngineImpl final : public Engine {
     run_algorithm(ctx, *algo, held.data());
   }
 
-  void set_algorithm(Collective c, const std::string& name) override { selector_.set_override(c, name); }
-
-  std::string explain(Collective c, std::size_t bytes, Device device) const override {
-    GroupView view;
-    {
-      std::lock_guard<std::mutex> lock(view_mutex_);  // run() may be replacing its topology on another thread
-      view = view_;
-    }
-    return selector_.explain(c, bytes, view, device);
-  }
-
- private:
   // run() for a repeat of a shape whose algorithm exchanges through the slots with a plan (repeat_.direct): the
   // exchange carries the call check, and there is no work buffer or memory probe to take first - what run()'s
   // general path would do for it, without its tests (an 8 B rooted call in a loop: docs/benchmark.md, session 25).
@@ -227,7 +236,11 @@ class EngineImpl final : public Engine {
     const bool check = check_calls_ && view_.size > 1;
     repeat_.planned = algo->uses_slots && !repeat_.nothing &&
                       plan_slot(args, view_, check ? &repeat_.call : nullptr, &repeat_.slot_plan);
-    repeat_.work_scratch = repeat_.reducing && needs_work_scratch(args, view_.rank);
+    // A planned reduce[slot] takes no work buffer: a rank other than the root publishes its input where it lies and
+    // has no output, and the root combines into its output (needs_work_scratch says so for it already) - unless
+    // premul_sum's input is to be scaled first, into the work buffer.
+    repeat_.work_scratch = repeat_.reducing && needs_work_scratch(args, view_.rank) &&
+                           !(repeat_.planned && args.coll == Collective::kReduce && args.red.op != ReduceOp::kPreMulSum);
     // The slot rows carry the check in their exchange (fused); the plan was made for it (or for none, check off).
     repeat_.direct = repeat_.planned && (repeat_.fused || !check) && !repeat_.work_scratch && !repeat_.probe_memory;
     repeat_.algo = algo;

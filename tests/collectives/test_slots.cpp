@@ -231,6 +231,84 @@ TEST_CASE("stabilize: noisy probes give the same parameters and the same choices
   }
 }
 
+TEST_CASE("repeated rooted calls through the slots (the engine's direct way) match the serial reference",
+          "[collectives][slots]") {
+  // The same shape many times, new data every time: the calls after the first go the engine's direct way
+  // (EngineImpl::run_direct), a planned reduce without a work buffer (the non-root ranks pass no output), premul_sum
+  // (never a repeat: the full way, with its work buffer) and avg between them, and each root in turn.
+  for (const char* transport : {"loopback", "shm"}) {
+    for (int size : {2, 3}) {
+      auto records = test::run_group(
+          size,
+          [&](const GroupView& view, test::RankRecord& rec) {
+            auto engine = Engine::create(view);
+            // Rank r's value at call `it`, index i: differs on every rank, call and index; small integers, so that
+            // float sums are exact and the reference may add them in any order.
+            auto data = [](int rank, int it, std::size_t i) {
+              return static_cast<float>(((rank + 1) * 7919 + it * 104729 + static_cast<int>(i) * 31) % 2001 - 1000);
+            };
+            uint64_t seq = 0;
+            for (std::size_t count : {std::size_t{1}, std::size_t{5}}) {
+              for (int it = 0; it < 40; ++it) {
+                const int root = (it / 10) % view.size;
+                const ReduceOp op = it % 10 == 7 ? ReduceOp::kPreMulSum : it % 10 == 8 ? ReduceOp::kAvg : ReduceOp::kSum;
+                std::vector<float> in(count), out(count, -1.0f), bcast(count);
+                for (std::size_t i = 0; i < count; ++i) in[i] = data(view.rank, it, i);
+                Args r;
+                r.coll = Collective::kReduce;
+                r.root = root;
+                r.red = Reduction(op, op == ReduceOp::kPreMulSum ? 0.5 : 1.0);
+                r.send = Buffer(in.data(), count);
+                if (view.rank == root) r.recv = Buffer(out.data(), count);  // the others pass none
+                engine->run(r, "", soon(), seq++);
+                // broadcast of the root's input, scatter of one element per rank, the same loop
+                for (std::size_t i = 0; i < count; ++i) bcast[i] = view.rank == root ? data(root, it, i) : -1.0f;
+                Args b;
+                b.coll = Collective::kBroadcast;
+                b.root = root;
+                b.send = b.recv = Buffer(bcast.data(), count);
+                engine->run(b, "", soon(), seq++);
+                std::vector<float> all(count * static_cast<std::size_t>(view.size)), mine(count, -1.0f);
+                for (std::size_t i = 0; i < all.size(); ++i) all[i] = data(root, it + 1, i);
+                Args sc;
+                sc.coll = Collective::kScatter;
+                sc.root = root;
+                if (view.rank == root) sc.send = Buffer(all.data(), all.size());
+                sc.recv = Buffer(mine.data(), count);
+                engine->run(sc, "", soon(), seq++);
+                for (std::size_t i = 0; i < count; ++i) {
+                  float want = 0;
+                  for (int q = 0; q < view.size; ++q) want += data(q, it, i);
+                  if (op == ReduceOp::kPreMulSum) want *= 0.5f;
+                  if (op == ReduceOp::kAvg) want /= static_cast<float>(view.size);
+                  if (view.rank == root && out[i] != want) {
+                    rec.failures.push_back(fmt::format("reduce count {} call {} element {}: got {} want {}", count,
+                                                       it, i, out[i], want));
+                    return;
+                  }
+                  if (bcast[i] != data(root, it, i)) {
+                    rec.failures.push_back(fmt::format("broadcast count {} call {} element {}: got {} want {}",
+                                                       count, it, i, bcast[i], data(root, it, i)));
+                    return;
+                  }
+                  const float want_mine = data(root, it + 1, static_cast<std::size_t>(view.rank) * count + i);
+                  if (mine[i] != want_mine) {
+                    rec.failures.push_back(fmt::format("scatter count {} call {} element {}: got {} want {}", count,
+                                                       it, i, mine[i], want_mine));
+                    return;
+                  }
+                }
+              }
+            }
+          },
+          transport);
+      auto failures = test::summarize(records);
+      INFO(transport << " P=" << size << ": " << (failures.empty() ? "" : failures.front()));
+      CHECK(failures.empty());
+    }
+  }
+}
+
 TEST_CASE("a call that repeats the last one's shape but for its count, dtype or root is still caught",
           "[collectives][slots]") {
   // The engine reuses what it derived from the last call's shape (collectives/call_shape.hpp): a call that differs
