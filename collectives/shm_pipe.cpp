@@ -268,10 +268,21 @@ double cost_shm_pipe_exchange(const CostParams& p, double n, int size) {
   return (2.0 + 4.0 * (size - 1) * pieces) * p.alpha + 2.0 * fraction(size) * n * p.gamma;
 }
 
+double cost_shm_pipe_streamed(const CostParams& p, double bytes) {
+  // Where the group's probe measured non-temporal window stores (not where ranks share cores: the rows store plain
+  // there, reader_bound_stores), every byte through the window is read from memory: the probe's price, as
+  // all_reduce[shm_direct] pays. Priced at γ alone, the model chose shm_direct for scatter, gather and broadcast on 2
+  // ranks at every size, where it measured 1.3-2.6x linear's (chain's) time from 64 KiB to 16 MiB (session 25:
+  // scatter 5.8 / 3.4 us at 64 KiB, 1.41 / 1.08 ms at 16 MiB; broadcast 9.3 / 3.7 us, 1.92 / 1.52 ms), and the
+  // matrix took it whenever a measurement again put the group's choices back to the model (3 runs of 4).
+  return p.window_streamed_beta >= 0 ? bytes * p.window_streamed_beta : 0.0;
+}
+
 double cost_shm_pipe_rooted(const CostParams& p, double n, int size) {
   const double per_rank = n / size;
   const double piece = static_cast<double>(kPipePieceBytes);
-  return cost_shm_pipe(p, fraction(size) * n + std::min(per_rank, piece), (size - 1) * std::ceil(per_rank / piece));
+  return cost_shm_pipe(p, fraction(size) * n + std::min(per_rank, piece), (size - 1) * std::ceil(per_rank / piece)) +
+         cost_shm_pipe_streamed(p, fraction(size) * n);
 }
 
 }  // namespace dcomm::coll

@@ -59,8 +59,11 @@ double cost_shm_rounds_blocks(const CostParams& p, double n, int size, double co
 /// reduction, γ, as all_reduce[shm_direct] does; like the other rows, not a rank's copy of its own block).
 bool supports_shm_pipe(const Args& args, const GroupView& view);
 double cost_shm_pipe(const CostParams& p, double copied, double pieces);
+/// What reading `bytes` from windows that non-temporal stores filled adds (the group's probe: window_streamed_beta),
+/// 0 where not measured (ranks sharing cores, whose rows store plain).
+double cost_shm_pipe_streamed(const CostParams& p, double bytes);
 /// gather's and scatter's: the root copies (P-1)/P·n, in k = (P-1)⌈(n/P) / piece⌉ pieces, and the last rank to be
-/// served waits for one piece more.
+/// served waits for one piece more; the (P-1)/P·n through the window read at cost_shm_pipe_streamed().
 double cost_shm_pipe_rooted(const CostParams& p, double n, int size);
 /// all_to_all's and reduce_scatter's: every rank copies (P-1)/P·n in and takes (P-1)/P·n out, a hand-off each way
 /// for each of the k pieces of a block it takes (2α a piece: it publishes and takes on one core).

@@ -5,7 +5,9 @@
 // Memory traffic: the root reads n and writes n into its window (which stays in cache), each other rank reads the
 // window and writes n (non-temporal stores from 8 MiB); the copies in and out overlap, so the call takes about one
 // copy of n and one piece, where binomial over cross-memory attach takes one single copy at its (slower) speed.
-// Cost: (2 + k/4)α + (n + min(n, piece))γ, k = ⌈n / piece⌉ (cost_shm_pipe). Only for one host and host memory.
+// Cost: (2 + k/4)α + (n + min(n, piece))γ, k = ⌈n / piece⌉ (cost_shm_pipe), + n at the probe's price of a byte read
+// from a window filled by non-temporal stores where measured (cost_shm_pipe_streamed). Only for one host and host
+// memory.
 
 #include <algorithm>
 #include <cmath>
@@ -38,7 +40,7 @@ void run_broadcast_shm_direct(Context& c) {
 
 double cost_broadcast_shm_direct(const CostParams& p, double n, int /*size*/) {
   const double piece = static_cast<double>(kPipePieceBytes);
-  return cost_shm_pipe(p, n + std::min(n, piece), std::ceil(n / piece));
+  return cost_shm_pipe(p, n + std::min(n, piece), std::ceil(n / piece)) + cost_shm_pipe_streamed(p, n);
 }
 
 // This algorithm's row of the table (collectives/registry.hpp), registered before main().

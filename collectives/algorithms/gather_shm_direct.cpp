@@ -4,8 +4,8 @@
 // lands. When a rank cannot create its window, every rank logs why and runs binomial instead, from then on.
 // Memory traffic: each rank copies its block in (n/P), the root copies (P-1)n/P out, the copies in parallel
 // (non-temporal stores from an 8 MiB result).
-// Cost: (2 + k/4)α + ((P-1)/P·n + min(n/P, piece))γ, k = (P-1)⌈(n/P) / piece⌉ (cost_shm_pipe_rooted; n = the gathered
-// bytes). Only for one host, host memory and gather (not gatherv).
+// Cost: (2 + k/4)α + ((P-1)/P·n + min(n/P, piece))γ, k = (P-1)⌈(n/P) / piece⌉, + (P-1)/P·n at the probe's price of a
+// byte read from a window filled by non-temporal stores where measured (cost_shm_pipe_rooted; n = the gathered bytes). Only for one host, host memory and gather (not gatherv).
 
 #include <cstring>
 

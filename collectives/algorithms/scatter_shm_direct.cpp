@@ -4,8 +4,8 @@
 // create its window, every rank logs why and runs binomial instead, from then on.
 // Memory traffic: the root copies (P-1)n/P in, each other rank n/P out, in parallel (non-temporal stores from an
 // 8 MiB block).
-// Cost: (2 + k/4)α + ((P-1)/P·n + min(n/P, piece))γ, k = (P-1)⌈(n/P) / piece⌉ (cost_shm_pipe_rooted; n = the scattered
-// bytes). Only for one host, host memory and scatter (not scatterv).
+// Cost: (2 + k/4)α + ((P-1)/P·n + min(n/P, piece))γ, k = (P-1)⌈(n/P) / piece⌉, + (P-1)/P·n at the probe's price of a
+// byte read from a window filled by non-temporal stores where measured (cost_shm_pipe_rooted; n = the scattered bytes). Only for one host, host memory and scatter (not scatterv).
 
 #include <cstring>
 
