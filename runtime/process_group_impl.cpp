@@ -203,8 +203,9 @@ WorkPtr ProcessGroupImpl::call(Collective c, const Buffer& send, const Buffer& r
                                const CollectiveOptions& opts) {
   // The usual call - blocking, on host buffers that ask for no detection - with nothing queued ahead runs in the
   // group's own Args (inline_args_, the caller holding the executor), which it neither builds nor drops: what
-  // submit() would do with it, less a few hundred instructions of an 8 B call's ~1,000 (docs/benchmark.md, session
-  // 25). Any other call, or one that finds the group unusable, goes through submit().
+  // submit() would do with it, less its checks for device buffers and tasks (with the engine's direct way, an 8 B
+  // broadcast's ~950 instructions became ~720: docs/benchmark.md, session 25). Any other call, or one that finds the
+  // group unusable, goes through submit().
   if (!opts.async_op && !send.detect_device && !recv.detect_device && send.device.is_host() &&
       recv.device.is_host() && usable() && executor_.try_enter_inline()) {
     coll::Args& a = inline_args_;
