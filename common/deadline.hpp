@@ -44,6 +44,9 @@ class Deadline {
     arm();
     return at_;
   }
+  /// Whether it has started: a from_first_wait() deadline once something waited on it (or asked it a question),
+  /// any other always. Asks nothing of it.
+  bool started() const { return !lazy_; }
   /// When it started.
   Clock::time_point start() const {
     arm();

@@ -152,7 +152,7 @@ void FlightRecorder::begin(uint64_t seq, Collective coll, DType dtype, std::size
   recorded_.store(index + 1, std::memory_order_release);
 }
 
-void FlightRecorder::end(bool ok) {
+void FlightRecorder::end(bool ok, bool at_start) {
   const uint64_t recorded = recorded_.load(std::memory_order_relaxed);
   if (recorded == 0) return;
   // Two whole words, not the stamp's rewrite (a reader takes each as it is: load()). The stamp's odd and even stores
@@ -163,7 +163,8 @@ void FlightRecorder::end(bool ok) {
   slot.words[kAlgorithmWord].store(reinterpret_cast<uintptr_t>(algorithm_.load(std::memory_order_relaxed)),
                                    std::memory_order_relaxed);
   // Both times are the coarse clock's (the caller's start): never an end before the start all the same.
-  slot.words[kEndWord].store(end_word(std::max(coarse_now(), newest_start_), ok), std::memory_order_release);
+  const Clock::time_point end = at_start ? newest_start_ : std::max(coarse_now(), newest_start_);
+  slot.words[kEndWord].store(end_word(end, ok), std::memory_order_release);
 }
 
 FlightRecorder::Position FlightRecorder::position(Clock::time_point now) const {

@@ -1,7 +1,8 @@
 #pragma once
 // The flight recorder: per group, the last N collectives this rank ran (sequence number, collective, algorithm,
-// dtype, count, root, state, start and end), always on. Recording costs a coarse clock read (CLOCK_MONOTONIC_COARSE:
-// to a few ms; the start is the call's deadline's) and a few plain stores per call - no lock and no locked
+// dtype, count, root, state, start and end), always on. Recording costs a coarse clock read at the start and one at
+// the end (CLOCK_MONOTONIC_COARSE: to a few ms; none at the end of a small call that never waited: end(at_start))
+// and a few plain stores per call - no lock and no locked
 // instruction: each entry is written under its own stamp (a sequence lock per entry), which a reader checks before
 // and after its copy and retries on a change, and a call's end then changes two whole words of it outside the stamp
 // (its algorithm, and its end time and state in one word), which a reader takes as they are; nothing is formatted
@@ -50,7 +51,9 @@ class FlightRecorder {
 
   /// `start`: when the call started (the call's deadline's start: a clock read fewer).
   void begin(uint64_t seq, Collective coll, DType dtype, std::size_t count, int root, Clock::time_point start);
-  void end(bool ok);
+  /// `at_start`: the call ended within the coarse clock's tick of its start (a small call that never waited: a few
+  /// microseconds of its own work against a tick of 1-10 ms), so its end is its start, without a second clock read.
+  void end(bool ok, bool at_start = false);
   /// The engine stores the algorithm it chose here (collectives/engine.hpp, Args::chosen_algorithm).
   std::atomic<const char*>* algorithm_slot() { return &algorithm_; }
 

@@ -60,18 +60,26 @@ void ProcessGroupImpl::fail_recorded(uint64_t seq) {
 
 // Small, so that it is inlined into its two callers (the fast path of an 8 B call counts its instructions); the
 // failure's handling is fail_recorded()'s.
+// The most elements (8 B each at most: 32 KiB, microseconds of copying) of a call whose end the recorder may take
+// for its start when it never waited (run_recorded).
+constexpr std::size_t kRecordedAtStartCount = 4096;
+
 [[gnu::always_inline]] inline void ProcessGroupImpl::run_recorded(const coll::Args& args, const std::string& algorithm,
                                                                   const Deadline& deadline, uint64_t seq,
                                                                   std::string_view problem) {
   // The start from the coarse clock, like the end: the deadline may not have started (Deadline::from_first_wait).
-  recorder_->begin(seq, args.coll, args.send.count != 0 ? args.send.dtype : args.recv.dtype,
-                   std::max(args.send.count, args.recv.count), args.root, coarse_now());
+  const std::size_t count = std::max(args.send.count, args.recv.count);
+  recorder_->begin(seq, args.coll, args.send.count != 0 ? args.send.dtype : args.recv.dtype, count, args.root,
+                   coarse_now());
   try {
     engine_->run(args, algorithm, deadline, seq, problem);
   } catch (...) {
     fail_recorded(seq);
   }
-  recorder_->end(true);
+  // A small call whose deadline never started never waited for a peer (every wait starts it): it ended within the
+  // coarse clock's tick of its start, so the recorder takes its start for its end (a rooted 8 B call's sender, or a
+  // reader whose data was there: one clock read a call fewer).
+  recorder_->end(true, !deadline.started() && count <= kRecordedAtStartCount);
 }
 
 ProcessGroupImpl::~ProcessGroupImpl() = default;

@@ -278,3 +278,43 @@ TEST_CASE("a timeout's flight-recorder report says which rank never reached the 
   INFO(first(failures));
   CHECK(failures.empty());
 }
+
+TEST_CASE("a small call that waited for its peer is recorded as ending when it ended, not when it started",
+          "[runtime][group][flight]") {
+  // The recorder takes a small call's start for its end only when the call never waited (run_recorded): rank 1's
+  // broadcast waits ~0.7 s for its root here, so "in user code for" must count from its end, not its start.
+  static std::atomic<int> reported{0};
+  reported = 0;
+  auto failures = run_ranks(2, [](ProcessGroup& pg, std::vector<std::string>& f) {
+    std::vector<float> x(3);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(value_of(pg.rank(), i));
+    if (pg.rank() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(700));
+    pg.broadcast(Buffer(x), 0);
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      RANK_EXPECT(f, x[i] == static_cast<float>(value_of(0, i)), "the root's data at " + std::to_string(i));
+    }
+    if (pg.rank() == 1) {
+      for (int i = 0; i < 3000 && reported < 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      return;
+    }
+    CollectiveOptions o;
+    o.timeout = std::chrono::milliseconds(400);
+    try {
+      pg.all_reduce(Buffer(x), ReduceOp::kSum, o);
+      f.push_back("all_reduce without rank 1 returned");
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      const std::string said = "rank 1 last finished broadcast #0 and is in user code for ";
+      const auto at = msg.find(said);
+      RANK_EXPECT(f, at != std::string::npos, "says where rank 1 is: " + msg);
+      if (at != std::string::npos) {
+        const double seconds = std::stod(msg.substr(at + said.size()));
+        // From its end: about the timeout (0.4 s). From its start it would be 0.7 s more.
+        RANK_EXPECT(f, seconds < 0.95, "counted from the broadcast's end: " + msg);
+      }
+    }
+    ++reported;
+  });
+  INFO(first(failures));
+  CHECK(failures.empty());
+}
