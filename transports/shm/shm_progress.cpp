@@ -30,7 +30,7 @@ void ShmTransport::post(Peer& p, const RecordHeader& h, const void* payload) {
   }
   if (p.backlog.empty() && p.out.try_write(h, payload)) return;
   Backlogged b{h, {}};
-  if (h.len != 0) b.payload.assign(static_cast<const char*>(payload), static_cast<const char*>(payload) + h.len);
+  if (h.len != 0 && payload != nullptr) b.payload.assign(static_cast<const char*>(payload), static_cast<const char*>(payload) + h.len);
   p.backlog.push_back(std::move(b));
 }
 
