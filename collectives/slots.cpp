@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <climits>
 #include <cstring>
@@ -51,8 +52,19 @@ constexpr std::size_t kDataOffset = sizeof(SlotHead);
 static_assert(kDataOffset + SlotChannel::kInlineBytes == SlotChannel::kHeadStride,
               "the head and its inline data fill one cache line (slots.hpp)");
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "slot flags must be lock-free across processes");
-// Every rank's segment: the heads, then the data areas (page-aligned: the heads fill a page).
-constexpr std::size_t kSegmentBytes = SlotChannel::kHeadsBytes + kSlotDepth * kSlotBytes;
+// What a rank that read every slot tells the ranks that did not (SlotChannel::settle): one cache line of its own, after
+// its data areas, written by this rank alone. `agreed`: the newest exchange at which this rank read every rank's
+// call and found all of them alike and valid, with every earlier exchange checked too (stored with release, after
+// `failed`). `failed`: the exchange at which this rank last met a failed check of any exchange (its own call's, a
+// pending one's, or one whose calls it read and found different or not checked), 0 for none.
+struct Agreement {
+  std::atomic<uint64_t> agreed;
+  std::atomic<uint64_t> failed;
+};
+// Every rank's segment: the heads, then the data areas (page-aligned: the heads fill a page), then its agreement.
+constexpr std::size_t kAgreementOffset = SlotChannel::kHeadsBytes + kSlotDepth * kSlotBytes;
+constexpr std::size_t kSegmentBytes = kAgreementOffset + SlotChannel::kHeadStride;
+static_assert(sizeof(Agreement) <= SlotChannel::kHeadStride && std::atomic<uint64_t>::is_always_lock_free);
 // The segment's name carries a call number; the cost model's probe uses 0xFFFFF.
 constexpr uint64_t kSetupSeq = 0xFFFFE;
 
@@ -103,6 +115,7 @@ CallDescriptor expand(const SlotCall& s) {
 }
 
 const SlotHead& head(const char* slot) { return *reinterpret_cast<const SlotHead*>(slot); }
+Agreement& agreement(char* base) { return *reinterpret_cast<Agreement*>(base + kAgreementOffset); }
 
 // a == b, as three words (the check's fast path runs on every call; memcmp is a library call).
 inline bool same_call(const SlotCall& a, const SlotCall& b) {
@@ -284,10 +297,38 @@ bool SlotChannel::all_published(uint64_t m) const {
   return true;
 }
 
+SlotChannel::Told SlotChannel::told_by_others() const {
+  Told told;
+  for (int q = 0; q < size_; ++q) {
+    if (q == rank_) continue;
+    Agreement& theirs = agreement(bases_[static_cast<std::size_t>(q)]);
+    // `failed` after `agreed` (its writer stores them the other way round): a failure that rank met before its
+    // newest `agreed` is seen here, and one met at a pending exchange is at least that exchange.
+    const uint64_t agreed = theirs.agreed.load(std::memory_order_acquire);
+    if (theirs.failed.load(std::memory_order_relaxed) > verified_) {
+      told.failure = true;
+    } else {
+      told.through = std::max(told.through, agreed);
+    }
+  }
+  return told;
+}
+
 std::string SlotChannel::settle(const Context& c, uint64_t must) {
+  // What the others checked already (their agreement lines): one line a rank, not one per exchange - read at most
+  // once every kSettleBatch exchanges, since a rank that reads every slot rewrites its line at every call.
+  if (exchanges_ >= next_told_) {
+    next_told_ = exchanges_ + kSettleBatch;
+    const Told told = told_by_others();
+    // Beyond `must`, the pending exchanges wait for a later reading while another rank's line moves on; a failure
+    // that rank met, or no line moving past verified_, has this rank compare the calls itself.
+    rely_on_told_ = told.through > verified_ && !told.failure;
+    if (rely_on_told_) verified_ = std::min(told.through, exchanges_);
+  }
   while (verified_ < exchanges_) {
     const uint64_t m = verified_ + 1;
     const Past& past = past_[m % kSlotDepth];
+    if (m > must && rely_on_told_) break;
     if (!all_published(m)) {
       if (m > must) break;  // beyond `must`, only what is already there
       wait_all(c, m, past.seq);
@@ -376,6 +417,7 @@ void SlotChannel::exchange(const Context& c, const SlotPlan& p, const void* data
   if (!late.empty()) {
     // This rank returned from that call as if it were right. It cannot run this call now: it tells the ranks that
     // read its part of it, in place of its data, and checks this exchange later (notices aside).
+    agreement(bases_[static_cast<std::size_t>(rank_)]).failed.store(n, std::memory_order_relaxed);
     const std::string reason = "it learned only at this call that " + late;
     SlotPlan notice = p;
     notice.state = static_cast<uint8_t>(SlotState::kLateNotice);
@@ -408,7 +450,13 @@ void SlotChannel::exchange(const Context& c, const SlotPlan& p, const void* data
       notes |= theirs.note;
     }
     verified_ = n;  // every call seen (the settle above checked every earlier one)
-    if (p.checked && !agree) verdict(c, n, /*late_notices=*/true);
+    Agreement& told = agreement(bases_[static_cast<std::size_t>(rank_)]);
+    if (agree) {
+      told.agreed.store(n, std::memory_order_release);  // for the ranks that returned early (settle)
+    } else {
+      told.failed.store(n, std::memory_order_relaxed);
+      if (p.checked) verdict(c, n, /*late_notices=*/true);
+    }
     notes_ = notes;
     return;
   }
@@ -419,6 +467,7 @@ void SlotChannel::exchange(const Context& c, const SlotPlan& p, const void* data
   const SlotHead& theirs = head(slot(p.reads, n));
   if (p.checked && (theirs.state != SlotState::kCall || !same_call(theirs.call, head(slot(rank_, n)).call))) {
     // Never its data: every rank's call, and the check's error (this call's; earlier pending ones are dropped).
+    agreement(bases_[static_cast<std::size_t>(rank_)]).failed.store(n, std::memory_order_relaxed);
     wait_all(c, n, c.seq);
     verified_ = n;
     verdict(c, n, /*late_notices=*/true);

@@ -8,5 +8,5 @@
 
 int main() {
   return dcomm::test::run_checks_main("rooted calls", {dcomm::test::check_rooted_eager, dcomm::test::check_rooted_flow,
-                                                        dcomm::test::check_rooted_mismatch});
+                                                        dcomm::test::check_rooted_mismatch, dcomm::test::check_rooted_mismatch_later});
 }

@@ -307,4 +307,82 @@ void check_rooted_mismatch(ProcessGroup& pg, std::vector<std::string>& failures)
   }
 }
 
+void check_rooted_mismatch_later(ProcessGroup& pg, std::vector<std::string>& failures) {
+  const int p = pg.size(), r = pg.rank();
+  if (p < 2) return;
+  const int odd = p - 1;
+  struct Case {
+    const char* what;
+    Call all, odd;  // what every rank calls, and what the odd rank calls instead
+  };
+  // Broadcast: the root only sends; reduce: the non-roots only send and the root reads every slot (on 2 ranks
+  // each reads the other's: the check's agreement lines, slots.cpp).
+  const std::vector<Case> cases = {
+      {"broadcast, the odd rank passes another count", {Collective::kBroadcast, 0, 3}, {Collective::kBroadcast, 0, 4}},
+      {"reduce, the odd rank takes min", {Collective::kReduce, 0, 3}, {Collective::kReduce, 0, 3, ReduceOp::kMin}},
+  };
+  const std::string names_odd = fmt::format("rank {} called", odd);
+  constexpr int kBefore = static_cast<int>(coll::kSlotDepth) + 7;  // the slots have gone round before it
+  constexpr int kAfter = 60;  // more than a rank that returned may take to learn (slots.hpp: kSlotDepth - kCallsAhead)
+  int salt = 5000;
+  for (const Case& m : cases) {
+    const std::string label = fmt::format("{} ({} ranks)", m.what, p);
+    try {
+      for (int k = 0; k < kBefore; ++k) {
+        Bufs b;
+        run_call(pg, m.all, ++salt, b);
+        check_output(b, label + ", before", failures);
+      }
+    } catch (const Error& e) {
+      failures.push_back(fmt::format("{}: a common call before failed: {}", label, e.what()));
+      return;
+    }
+    bool learned = false;  // this rank raised the check's error naming the odd rank
+    int last_failed = -1;  // the last of the calls after that failed on this rank
+    try {
+      Bufs b;
+      run_call(pg, r == odd ? m.odd : m.all, ++salt, b);
+      check_output(b, label + ", returned", failures);  // allowed where this rank could not see every call
+    } catch (const InvalidUsageError& e) {
+      learned = true;
+      if (std::string(e.what()).find(names_odd) == std::string::npos) {
+        failures.push_back(fmt::format("{}: the error does not say '{}': {}", label, names_odd, e.what()));
+      }
+    } catch (const Error& e) {
+      failures.push_back(fmt::format("{}: raised {} instead of InvalidUsageError: {}", label, to_string(e.code()),
+                                     e.what()));
+      return;
+    }
+    // Only the common rooted call after it, never a call that reads every slot on every rank: a rank that returned
+    // learns of the mismatch at one of them, though the others' later calls agree. The ranks that only send go
+    // slowly, so that a rank reading every slot has checked the calls after the mismatched one, too, whenever they
+    // look at what it checked (a rank's agreement line must not cover the mismatch: slots.cpp).
+    for (int k = 0; k < kAfter; ++k) {
+      Bufs b;
+      if (sends_only(m.all, r)) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      try {
+        run_call(pg, m.all, ++salt, b);
+        check_output(b, fmt::format("{}, call {} after", label, k), failures);
+      } catch (const InvalidUsageError& e) {
+        learned = true;
+        last_failed = k;
+        if (std::string(e.what()).find(names_odd) == std::string::npos) {
+          failures.push_back(fmt::format("{}: call {} after failed without naming the odd rank: {}", label, k,
+                                         e.what()));
+        }
+      } catch (const Error& e) {
+        failures.push_back(fmt::format("{}: call {} after raised {}: {}", label, k, to_string(e.code()), e.what()));
+        return;
+      }
+    }
+    if (!learned) {
+      failures.push_back(fmt::format("{}: returned from the mismatched call and never learned of it in {} later "
+                                     "calls", label, kAfter));
+    }
+    if (last_failed >= kAfter - 5) {
+      failures.push_back(fmt::format("{}: still failing at call {} after: never back in step", label, last_failed));
+    }
+  }
+}
+
 }  // namespace dcomm::test

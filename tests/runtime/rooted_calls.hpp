@@ -10,7 +10,10 @@
 //   - check_rooted_mismatch: rooted calls that differ on one rank (after two common calls of the same shape, so
 //     that the other ranks take theirs as a repeat): no rank returns data of another call; every rank
 //     raises an InvalidUsageError naming the odd rank, in that call or (a rank that returned from it) in its next
-//     call on the group; the call after that is right everywhere.
+//     call on the group; the call after that is right everywhere;
+//   - check_rooted_mismatch_later: the same after more calls than the slots' ring holds, followed by rooted calls
+//     alone: every rank that returned from the mismatched call raises the error naming the odd rank at one of the
+//     next 60, though every later call agrees; results of calls that return are right; then in step.
 // Every function appends one line per problem to `failures`.
 
 #include <string>
@@ -23,5 +26,6 @@ namespace dcomm::test {
 void check_rooted_eager(ProcessGroup& pg, std::vector<std::string>& failures);
 void check_rooted_flow(ProcessGroup& pg, std::vector<std::string>& failures);
 void check_rooted_mismatch(ProcessGroup& pg, std::vector<std::string>& failures);
+void check_rooted_mismatch_later(ProcessGroup& pg, std::vector<std::string>& failures);
 
 }  // namespace dcomm::test

@@ -144,3 +144,12 @@ TEST_CASE("a sender running ahead learns of a mismatch a few calls later; it and
   CHECK(late_at[0] <= kBad + static_cast<int>(coll::kSlotDepth - coll::kCallsAhead));
   CHECK(late_at[1] == late_at[0]);
 }
+
+TEST_CASE("rooted slot calls that differ, then only rooted calls that agree: every rank that returned learns of it",
+          "[runtime][slots][rooted]") {
+  for (int size : {2, 3, 5}) {
+    auto failures = test::run_ranks(size, test::check_rooted_mismatch_later);
+    INFO("size " << size << ": " << failures.size() << " failures; " << first(failures));
+    CHECK(failures.empty());
+  }
+}
