@@ -122,6 +122,36 @@ std::vector<int> roots_of(int p) {
 
 const Collective kRooted[] = {Collective::kBroadcast, Collective::kScatter, Collective::kReduce, Collective::kGather};
 
+// A call that differs on one rank: what every rank calls, and what the odd rank calls instead.
+struct Mismatch {
+  const char* what;
+  Call all, odd;
+};
+
+// How the mismatched call went on this rank.
+enum class Outcome { kReturned, kRaised, kBroken };
+
+// Makes this rank's part of the mismatched call: it may return where this rank could not see every call (its data
+// must then come from a call that matches its own), else it raises the check's error, which names the odd rank.
+Outcome run_mismatched(ProcessGroup& pg, const Call& mine, int salt, const std::string& label,
+                       const std::string& names_odd, std::vector<std::string>& failures) {
+  Bufs b;
+  try {
+    run_call(pg, mine, salt, b);
+    check_output(b, label + ", returned", failures);
+    return Outcome::kReturned;
+  } catch (const InvalidUsageError& e) {
+    if (std::string(e.what()).find(names_odd) == std::string::npos) {
+      failures.push_back(fmt::format("{}: the error does not say '{}': {}", label, names_odd, e.what()));
+    }
+    return Outcome::kRaised;
+  } catch (const Error& e) {
+    failures.push_back(fmt::format("{}: raised {} instead of InvalidUsageError: {}", label, to_string(e.code()),
+                                   e.what()));
+    return Outcome::kBroken;
+  }
+}
+
 }  // namespace
 
 void check_rooted_eager(ProcessGroup& pg, std::vector<std::string>& failures) {
@@ -221,11 +251,7 @@ void check_rooted_mismatch(ProcessGroup& pg, std::vector<std::string>& failures)
   const int p = pg.size(), r = pg.rank();
   if (p < 2) return;
   const int odd = p - 1;
-  struct Case {
-    const char* what;
-    Call all, odd;  // what every rank calls, and what the odd rank calls instead
-  };
-  const std::vector<Case> cases = {
+  const std::vector<Mismatch> cases = {
       {"reduce, the odd rank names another root", {Collective::kReduce, 0, 5}, {Collective::kReduce, 1, 5}},
       {"reduce, the odd rank takes min", {Collective::kReduce, 0, 5}, {Collective::kReduce, 0, 5, ReduceOp::kMin}},
       {"broadcast, the odd rank names itself root", {Collective::kBroadcast, 0, 5}, {Collective::kBroadcast, odd, 5}},
@@ -236,7 +262,7 @@ void check_rooted_mismatch(ProcessGroup& pg, std::vector<std::string>& failures)
   };
   const std::string names_odd = fmt::format("rank {} called", odd);
   int salt = 2000;
-  for (const Case& m : cases) {
+  for (const Mismatch& m : cases) {
     const std::string label = fmt::format("{} ({} ranks)", m.what, p);
     // Every rank makes the common call twice first: the engine then takes the mismatched call on the ranks that
     // repeat it for a repeat of the last shape (collectives/call_shape.hpp), and the check must catch it all the same.
@@ -250,23 +276,9 @@ void check_rooted_mismatch(ProcessGroup& pg, std::vector<std::string>& failures)
         return;
       }
     }
-    const Call mine = r == odd ? m.odd : m.all;
-    Bufs b;
-    bool returned = false;
-    try {
-      run_call(pg, mine, ++salt, b);
-      returned = true;
-      // Allowed where this rank could not see every call; its data must come from a call that matches its own.
-      check_output(b, label + ", returned", failures);
-    } catch (const InvalidUsageError& e) {
-      if (std::string(e.what()).find(names_odd) == std::string::npos) {
-        failures.push_back(fmt::format("{}: the error does not say '{}': {}", label, names_odd, e.what()));
-      }
-    } catch (const Error& e) {
-      failures.push_back(fmt::format("{}: raised {} instead of InvalidUsageError: {}", label, to_string(e.code()),
-                                     e.what()));
-      return;
-    }
+    const Outcome outcome = run_mismatched(pg, r == odd ? m.odd : m.all, ++salt, label, names_odd, failures);
+    if (outcome == Outcome::kBroken) return;
+    const bool returned = outcome == Outcome::kReturned;
     // The next call: a rank that returned learns of the mismatch now; the others may fail it (they read it).
     std::vector<double> next = values(r, 3, ++salt);
     bool failed_next = false;
@@ -311,13 +323,9 @@ void check_rooted_mismatch_later(ProcessGroup& pg, std::vector<std::string>& fai
   const int p = pg.size(), r = pg.rank();
   if (p < 2) return;
   const int odd = p - 1;
-  struct Case {
-    const char* what;
-    Call all, odd;  // what every rank calls, and what the odd rank calls instead
-  };
   // Broadcast: the root only sends; reduce: the non-roots only send and the root reads every slot (on 2 ranks
   // each reads the other's: the check's agreement lines, slots.cpp).
-  const std::vector<Case> cases = {
+  const std::vector<Mismatch> cases = {
       {"broadcast, the odd rank passes another count", {Collective::kBroadcast, 0, 3}, {Collective::kBroadcast, 0, 4}},
       {"reduce, the odd rank takes min", {Collective::kReduce, 0, 3}, {Collective::kReduce, 0, 3, ReduceOp::kMin}},
   };
@@ -325,7 +333,7 @@ void check_rooted_mismatch_later(ProcessGroup& pg, std::vector<std::string>& fai
   constexpr int kBefore = static_cast<int>(coll::kSlotDepth) + 7;  // the slots have gone round before it
   constexpr int kAfter = 60;  // more than a rank that returned may take to learn (slots.hpp: kSlotDepth - kCallsAhead)
   int salt = 5000;
-  for (const Case& m : cases) {
+  for (const Mismatch& m : cases) {
     const std::string label = fmt::format("{} ({} ranks)", m.what, p);
     try {
       for (int k = 0; k < kBefore; ++k) {
@@ -337,22 +345,10 @@ void check_rooted_mismatch_later(ProcessGroup& pg, std::vector<std::string>& fai
       failures.push_back(fmt::format("{}: a common call before failed: {}", label, e.what()));
       return;
     }
-    bool learned = false;  // this rank raised the check's error naming the odd rank
-    int last_failed = -1;  // the last of the calls after that failed on this rank
-    try {
-      Bufs b;
-      run_call(pg, r == odd ? m.odd : m.all, ++salt, b);
-      check_output(b, label + ", returned", failures);  // allowed where this rank could not see every call
-    } catch (const InvalidUsageError& e) {
-      learned = true;
-      if (std::string(e.what()).find(names_odd) == std::string::npos) {
-        failures.push_back(fmt::format("{}: the error does not say '{}': {}", label, names_odd, e.what()));
-      }
-    } catch (const Error& e) {
-      failures.push_back(fmt::format("{}: raised {} instead of InvalidUsageError: {}", label, to_string(e.code()),
-                                     e.what()));
-      return;
-    }
+    const Outcome outcome = run_mismatched(pg, r == odd ? m.odd : m.all, ++salt, label, names_odd, failures);
+    if (outcome == Outcome::kBroken) return;
+    bool learned = outcome == Outcome::kRaised;  // this rank raised the check's error naming the odd rank
+    int last_failed = -1;                          // the last of the calls after that failed on this rank
     // Only the common rooted call after it, never a call that reads every slot on every rank: a rank that returned
     // learns of the mismatch at one of them, though the others' later calls agree. The ranks that only send go
     // slowly, so that a rank reading every slot has checked the calls after the mismatched one, too, whenever they
