@@ -80,37 +80,7 @@ void read_end_word(uint64_t word, FlightRecorder::Entry& e) {
   e.end = Clock::time_point(Clock::duration(static_cast<Clock::rep>(word >> 2)));
 }
 
-// Writes `write` under the slot's sequence lock: odd while written. The release fence keeps the words' stores after
-// the odd stamp; the even stamp's release store keeps them before it. One writer at a time: plain stores, no lock.
-template <typename Slot, typename Write>
-void under_stamp(Slot& slot, Write write) {
-  const uint64_t stamp = slot.stamp.load(std::memory_order_relaxed);
-#if defined(__SANITIZE_THREAD__)
-  // ThreadSanitizer does not model fences (GCC refuses them under -fsanitize=thread, as in shm_pipe.cpp): an
-  // acquire read-modify-write keeps the words' stores after the odd stamp the same way.
-  slot.stamp.fetch_add(1, std::memory_order_acq_rel);
-#else
-  slot.stamp.store(stamp + 1, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
-#endif
-  write();
-  slot.stamp.store(stamp + 2, std::memory_order_release);
-}
-
 }  // namespace
-
-void FlightRecorder::store(uint64_t index, std::size_t at, const Entry& e) {
-  Slot& slot = ring_[at];
-  uint64_t w[kWords];
-  std::memcpy(w, &e, sizeof w);
-  under_stamp(slot, [&] {
-    slot.index.store(index + 1, std::memory_order_relaxed);
-    // Word by word, written out: the loop of eight relaxed stores was not unrolled, and every call runs this.
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      (slot.words[I].store(w[I], std::memory_order_relaxed), ...);
-    }(std::make_index_sequence<kWords>{});
-  });
-}
 
 bool FlightRecorder::load(uint64_t index, Entry& out) const {
   const Slot& slot = ring_[index % size_];
@@ -139,17 +109,6 @@ bool FlightRecorder::load(uint64_t index, Entry& out) const {
     read_end_word(ended, out);
     return true;
   }
-}
-
-void FlightRecorder::begin(uint64_t seq, Collective coll, DType dtype, std::size_t count, int root,
-                           Clock::time_point start) {
-  algorithm_.store(nullptr, std::memory_order_relaxed);
-  const uint64_t index = recorded_.load(std::memory_order_relaxed);
-  // Timestamps from the coarse clock (common/deadline.hpp): reports print tenths of seconds; every call takes two.
-  newest_start_ = start;
-  newest_slot_ = index == 0 || newest_slot_ + 1 == size_ ? 0 : newest_slot_ + 1;
-  store(index, newest_slot_, Entry{seq, coll, nullptr, dtype, count, root, State::kRunning, start, {}});  // kEndRunning
-  recorded_.store(index + 1, std::memory_order_release);
 }
 
 void FlightRecorder::end(bool ok, bool at_start) {

@@ -12,9 +12,11 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -76,8 +78,11 @@ class FlightRecorder {
     std::atomic<uint64_t> words[kWords];
   };
   /// Writes entry `index` into its slot `at` (index mod size_; the writer: one thread at a time, the one running
-  /// the group's call).
+  /// the group's call). Inline, as begin() is: every call of the group runs it.
   void store(uint64_t index, std::size_t at, const Entry& e);
+  /// Runs `write` under the slot's stamp (see Slot).
+  template <typename Write>
+  static void under_stamp(Slot& slot, Write write);
   /// Entry `index`, when its slot still holds it: false when a later entry replaced it (or none was written).
   bool load(uint64_t index, Entry& out) const;
 
@@ -90,6 +95,47 @@ class FlightRecorder {
   std::atomic<uint64_t> recorded_{0};  ///< entries ever begun; the newest is entry recorded_ - 1
   std::atomic<const char*> algorithm_{nullptr};
 };
+
+// Writes under the slot's sequence lock: odd while written. The release fence keeps the words' stores after the odd
+// stamp; the even stamp's release store keeps them before it. One writer at a time: plain stores, no lock.
+template <typename Write>
+inline void FlightRecorder::under_stamp(Slot& slot, Write write) {
+  const uint64_t stamp = slot.stamp.load(std::memory_order_relaxed);
+#if defined(__SANITIZE_THREAD__)
+  // ThreadSanitizer does not model fences (GCC refuses them under -fsanitize=thread, as in shm_pipe.cpp): an
+  // acquire read-modify-write keeps the words' stores after the odd stamp the same way.
+  slot.stamp.fetch_add(1, std::memory_order_acq_rel);
+#else
+  slot.stamp.store(stamp + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+#endif
+  write();
+  slot.stamp.store(stamp + 2, std::memory_order_release);
+}
+
+inline void FlightRecorder::store(uint64_t index, std::size_t at, const Entry& e) {
+  Slot& slot = ring_[at];
+  uint64_t w[kWords];
+  std::memcpy(w, &e, sizeof w);
+  under_stamp(slot, [&] {
+    slot.index.store(index + 1, std::memory_order_relaxed);
+    // Word by word, written out: the loop of eight relaxed stores was not unrolled, and every call runs this.
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (slot.words[I].store(w[I], std::memory_order_relaxed), ...);
+    }(std::make_index_sequence<kWords>{});
+  });
+}
+
+inline void FlightRecorder::begin(uint64_t seq, Collective coll, DType dtype, std::size_t count, int root,
+                                  Clock::time_point start) {
+  algorithm_.store(nullptr, std::memory_order_relaxed);
+  const uint64_t index = recorded_.load(std::memory_order_relaxed);
+  // Timestamps from the coarse clock (common/deadline.hpp): reports print tenths of seconds.
+  newest_start_ = start;
+  newest_slot_ = index == 0 || newest_slot_ + 1 == size_ ? 0 : newest_slot_ + 1;
+  store(index, newest_slot_, Entry{seq, coll, nullptr, dtype, count, root, State::kRunning, start, {}});  // running
+  recorded_.store(index + 1, std::memory_order_release);
+}
 
 /// Every group recorder of one process's world, for dumps. It keeps them for the world's life, so a dump at exit
 /// still shows groups already destroyed (a recorder is a few KiB).
