@@ -403,6 +403,7 @@ void SlotChannel::exchange(const Context& c, const CallDescriptor* mine, std::st
 
 void SlotChannel::exchange(const Context& c, const SlotPlan& p, const void* data) {
   notes_ = 0;
+  read_alike_ = false;
   const uint64_t n = exchanges_ + 1;
   // The pending checks of the calls this rank returned from early: all of them before a call that reads every slot
   // (it waits for the others anyway), at least those whose slots are the next to be reused, and, once kSettleBatch
@@ -453,6 +454,7 @@ void SlotChannel::exchange(const Context& c, const SlotPlan& p, const void* data
     Agreement& told = agreement(bases_[static_cast<std::size_t>(rank_)]);
     if (agree) {
       told.agreed.store(n, std::memory_order_release);  // for the ranks that returned early (settle)
+      read_alike_ = true;
     } else {
       told.failed.store(n, std::memory_order_relaxed);
       if (p.checked) verdict(c, n, /*late_notices=*/true);
@@ -474,9 +476,10 @@ void SlotChannel::exchange(const Context& c, const SlotPlan& p, const void* data
     throw Error(ErrorCode::kInternal, fmt::format("{}: rank {}'s call differs from this rank's, yet the call check "
                                                   "passed (call #{})", c.what, p.reads, c.seq));
   }
+  read_alike_ = p.checked;  // its call compared with this rank's: alike
 }
 
-const char* SlotChannel::data(const Context& c, int q, std::size_t expected) const {
+const char* SlotChannel::checked_data(const Context& c, int q, std::size_t expected) const {
   const char* s = slot(q, exchanges_);
   if (head(s).bytes != expected || head(s).state == SlotState::kInvalid || head(s).state == SlotState::kLateNotice) {
     throw InvalidUsageError(fmt::format("{}: rank {} published {} in its shared-memory slot where {} were expected; the "

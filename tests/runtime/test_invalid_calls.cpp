@@ -69,3 +69,35 @@ TEST_CASE("with the call check off, a call invalid on one rank fails there at on
   INFO(first(failures));
   CHECK(failures.empty());
 }
+
+TEST_CASE("with the call check off, a broadcast whose counts differ through the slots fails on the reader, naming "
+          "the root's bytes", "[runtime][invalid]") {
+  // The reader takes the root's slot without comparing calls (there is no call to compare), so the sizes are what
+  // tell: the root published 3 doubles where 5 were expected (SlotChannel::checked_data). Never 5 doubles copied
+  // from a slot that holds 3.
+  setenv("DCOMM_CHECK_CALLS", "0", 1);
+  auto failures = test::run_ranks(2, [](ProcessGroup& pg, std::vector<std::string>& f) {
+    CollectiveOptions o;
+    o.timeout = std::chrono::milliseconds(3000);
+    std::vector<double> x(pg.rank() == 0 ? 3 : 5);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = test::value_of(pg.rank(), i);
+    for (int call = 0; call < 3; ++call) {  // the first calls of a shape, and its repeats (the engine's direct way)
+      try {
+        pg.broadcast(Buffer(x), 0, o);
+        RANK_EXPECT(f, pg.rank() == 0, "the reader returned from call " + std::to_string(call) + " with x[4] = " +
+                                           std::to_string(x[4]));
+      } catch (const InvalidUsageError& e) {
+        const std::string w = e.what();
+        RANK_EXPECT(f, pg.rank() == 1 && w.find("rank 0 published 24 B") != std::string::npos &&
+                           w.find("where 40 B were expected") != std::string::npos,
+                    "the reader names the root's bytes: " + w);
+      } catch (const Error& e) {
+        f.push_back(std::string("raised another error: ") + e.what());
+        return;
+      }
+    }
+  });
+  unsetenv("DCOMM_CHECK_CALLS");
+  INFO(first(failures));
+  CHECK(failures.empty());
+}
