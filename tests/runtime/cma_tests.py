@@ -42,8 +42,8 @@ for n, env, expect_log in ((3, {}, None), (5, {"MP_CMA_NO_ROUNDS": "1"}, None),
 # reduce[shm_pipe] (mid pipe: a root waiting for acknowledgements,
 # readers waiting for pieces).
 single = {"": "all_reduce[cma]", "all_to_all": "all_to_all[cma]", "all_gather_cma": "all_gather[cma]",
-          "gather_cma": "gather[cma]"}
-for what in ("", "all_to_all", "all_gather_cma", "gather_cma", "broadcast", "all_gather", "reduce"):
+          "gather_cma": "gather[cma]", "broadcast_cma": "broadcast[cma]"}
+for what in ("", "all_to_all", "all_gather_cma", "gather_cma", "broadcast_cma", "broadcast", "all_gather", "reduce"):
     name = f"kill {single.get(what, what)}"
     p, out, took = launch(3, "kill", *([what] if what else []))
     if p.returncode == 0:
