@@ -297,6 +297,10 @@ bool SlotChannel::all_published(uint64_t m) const {
   return true;
 }
 
+void SlotChannel::note_failed_check(uint64_t n) {
+  agreement(bases_[static_cast<std::size_t>(rank_)]).failed.store(n, std::memory_order_relaxed);
+}
+
 SlotChannel::Told SlotChannel::told_by_others() const {
   Told told;
   for (int q = 0; q < size_; ++q) {
@@ -418,7 +422,7 @@ void SlotChannel::exchange(const Context& c, const SlotPlan& p, const void* data
   if (!late.empty()) {
     // This rank returned from that call as if it were right. It cannot run this call now: it tells the ranks that
     // read its part of it, in place of its data, and checks this exchange later (notices aside).
-    agreement(bases_[static_cast<std::size_t>(rank_)]).failed.store(n, std::memory_order_relaxed);
+    note_failed_check(n);
     const std::string reason = "it learned only at this call that " + late;
     SlotPlan notice = p;
     notice.state = static_cast<uint8_t>(SlotState::kLateNotice);
@@ -451,12 +455,12 @@ void SlotChannel::exchange(const Context& c, const SlotPlan& p, const void* data
       notes |= theirs.note;
     }
     verified_ = n;  // every call seen (the settle above checked every earlier one)
-    Agreement& told = agreement(bases_[static_cast<std::size_t>(rank_)]);
     if (agree) {
-      told.agreed.store(n, std::memory_order_release);  // for the ranks that returned early (settle)
+      // For the ranks that returned early (settle): every call through n alike.
+      agreement(bases_[static_cast<std::size_t>(rank_)]).agreed.store(n, std::memory_order_release);
       read_alike_ = true;
     } else {
-      told.failed.store(n, std::memory_order_relaxed);
+      note_failed_check(n);
       if (p.checked) verdict(c, n, /*late_notices=*/true);
     }
     notes_ = notes;
@@ -469,7 +473,7 @@ void SlotChannel::exchange(const Context& c, const SlotPlan& p, const void* data
   const SlotHead& theirs = head(slot(p.reads, n));
   if (p.checked && (theirs.state != SlotState::kCall || !same_call(theirs.call, head(slot(rank_, n)).call))) {
     // Never its data: every rank's call, and the check's error (this call's; earlier pending ones are dropped).
-    agreement(bases_[static_cast<std::size_t>(rank_)]).failed.store(n, std::memory_order_relaxed);
+    note_failed_check(n);
     wait_all(c, n, c.seq);
     verified_ = n;
     verdict(c, n, /*late_notices=*/true);

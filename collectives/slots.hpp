@@ -233,6 +233,9 @@ class SlotChannel {
     bool failure = false;
   };
   Told told_by_others() const;
+  /// This rank met a failed check at exchange n (its agreement line's `failed`): the ranks that rely on its line
+  /// compare the pending calls themselves.
+  void note_failed_check(uint64_t n);
   /// Before exchange n, past room_: waits until every other rank has published exchange n - kCallsAhead (see
   /// above), and moves room_ as far as their flags allow.
   void wait_for_room(const Context& c, uint64_t n);
