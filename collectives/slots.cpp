@@ -364,8 +364,18 @@ void SlotChannel::wait_for_room(const Context& c, uint64_t n) {
     if (q == rank_) continue;
     uint64_t& seen = seen_[static_cast<std::size_t>(q)];
     // Its newest exchange, if it has published the one before this rank's (no rank is kCallsAhead + 1 ahead, so
-    // that slot holds n - 1 or an older exchange), else the one needed, waited for.
-    if (seen < n - 1 && head(slot(q, n - 1)).flag.load(std::memory_order_acquire) == n - 1) seen = n - 1;
+    // that slot holds n - 1 or an older exchange); else, where it runs a few calls behind (a rooted call's reader
+    // behind its sender), the exchange halfway back, if published: either read gives room for many calls. Probing
+    // n - 1 alone, a sender a few calls ahead found it unpublished at every call and moved its room by one exchange
+    // a call, reading two of its reader's freshly written lines each time. Else the one needed, waited for.
+    if (seen < n - 1) {
+      constexpr uint64_t kHalfBack = kCallsAhead / 2;
+      if (head(slot(q, n - 1)).flag.load(std::memory_order_acquire) == n - 1) {
+        seen = n - 1;
+      } else if (seen < n - kHalfBack && head(slot(q, n - kHalfBack)).flag.load(std::memory_order_acquire) >= n - kHalfBack) {
+        seen = n - kHalfBack;
+      }
+    }
     if (seen < needed) {
       const SlotHead& theirs = head(slot(q, needed));
       Reached reached{&theirs, needed, q, c.seq, past_[needed % kSlotDepth].seq};
@@ -455,6 +465,7 @@ void SlotChannel::exchange(const Context& c, const SlotPlan& p, const void* data
       notes |= theirs.note;
     }
     verified_ = n;  // every call seen (the settle above checked every earlier one)
+    room_ = n + kCallsAhead;  // every other rank published n
     if (agree) {
       // For the ranks that returned early (settle): every call through n alike.
       agreement(bases_[static_cast<std::size_t>(rank_)]).agreed.store(n, std::memory_order_release);
