@@ -415,6 +415,24 @@ void SlotChannel::exchange(const Context& c, const CallDescriptor* mine, std::st
   exchange(c, with_reason, invalid.data());
 }
 
+void SlotChannel::late_notice(const Context& c, uint64_t n, const SlotPlan& p, const std::string& late) {
+  // This rank returned from that call as if it were right. It cannot run this call now: it takes exchange n as any
+  // call does, tells the ranks that read its part of it, in place of its data, and checks this exchange later
+  // (notices aside).
+  if (n > room_) wait_for_room(c, n);
+  past_[n % kSlotDepth] = Past{c.seq, c.what, p.checked};
+  exchanges_ = n;
+  note_failed_check(n);
+  const std::string reason = "it learned only at this call that " + late;
+  SlotPlan notice = p;
+  notice.state = static_cast<uint8_t>(SlotState::kLateNotice);
+  publish(n, notice, reason.data(), std::min(reason.size(), kSlotBytes));
+  throw InvalidUsageError(fmt::format(
+      "{}: call #{} of this group did not run: this rank learned only at this call that an earlier {}; the ranks "
+      "that read this rank's part of call #{} fail it too (docs/errors.md)",
+      c.what, c.seq, late, c.seq));
+}
+
 void SlotChannel::exchange(const Context& c, const SlotPlan& p, const void* data) {
   notes_ = 0;
   read_alike_ = false;
@@ -424,24 +442,13 @@ void SlotChannel::exchange(const Context& c, const SlotPlan& p, const void* data
   // are pending, those already complete.
   constexpr uint64_t kCheckLag = kSlotDepth - kCallsAhead;  // see slots.hpp
   const uint64_t must = p.reads == kReadAll ? exchanges_ : n > kCheckLag ? n - kCheckLag : 0;
-  std::string late;
-  if (verified_ < must || exchanges_ - verified_ >= kSettleBatch) late = settle(c, must);
+  if (verified_ < must || exchanges_ - verified_ >= kSettleBatch) {
+    std::string late = settle(c, must);
+    if (!late.empty()) late_notice(c, n, p, late);  // throws
+  }
   if (n > room_) wait_for_room(c, n);
   past_[n % kSlotDepth] = Past{c.seq, c.what, p.checked};
   exchanges_ = n;
-  if (!late.empty()) {
-    // This rank returned from that call as if it were right. It cannot run this call now: it tells the ranks that
-    // read its part of it, in place of its data, and checks this exchange later (notices aside).
-    note_failed_check(n);
-    const std::string reason = "it learned only at this call that " + late;
-    SlotPlan notice = p;
-    notice.state = static_cast<uint8_t>(SlotState::kLateNotice);
-    publish(n, notice, reason.data(), std::min(reason.size(), kSlotBytes));
-    throw InvalidUsageError(fmt::format(
-        "{}: call #{} of this group did not run: this rank learned only at this call that an earlier {}; the ranks "
-        "that read this rank's part of call #{} fail it too (docs/errors.md)",
-        c.what, c.seq, late, c.seq));
-  }
   publish(n, p, data, p.bytes);
   if (p.reads != kReadNone) receive(c, n, p);
   // kReadNone, or the root's slot alone: not every call seen, checked at a later exchange (settle).

@@ -225,6 +225,9 @@ class SlotChannel {
   /// flags), then those already complete; those another rank checked already (told_by_others()) need no reads
   /// of their slots. Returns the first failure's text (this rank then drops the rest), or "".
   std::string settle(const Context& c, uint64_t must);
+  /// Exchange n of a call that learned from settle() that an earlier call failed the check (`late`): publishes the
+  /// late notice in place of the call's data and throws. Out of line: a call's path builds no string.
+  [[noreturn, gnu::noinline]] void late_notice(const Context& c, uint64_t n, const SlotPlan& p, const std::string& late);
   /// What the other ranks' agreement lines say (slots.cpp): the newest exchange through which one of them read
   /// every rank's call and found all alike with no failed check since this rank's verified_ (0: none), and whether
   /// one met a failed check after verified_.
