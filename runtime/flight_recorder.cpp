@@ -52,31 +52,14 @@ static_assert(std::is_trivially_copyable_v<FlightRecorder::Entry> &&
 
 namespace {
 
-// The words a call's end changes (FlightRecorder::end): its algorithm, and its end word - the end time and the state
-// together (end_word()); begin() writes the end word zero (running). load() takes the state and the end from the end
-// word, not from the state's own byte (beside the root, written by begin() alone).
-constexpr std::size_t kAlgorithmWord = offsetof(FlightRecorder::Entry, algorithm) / sizeof(uint64_t);
-constexpr std::size_t kEndWord = offsetof(FlightRecorder::Entry, end) / sizeof(uint64_t);
-static_assert(kAlgorithmWord != kEndWord && offsetof(FlightRecorder::Entry, algorithm) % sizeof(uint64_t) == 0 &&
-                  offsetof(FlightRecorder::Entry, end) % sizeof(uint64_t) == 0,
-              "end() writes the algorithm and the end as whole words");
-// The end word: the end time's ticks shifted by two, the state (0 running, 1 done, 2 failed) in the low two bits.
-// A tick is a nanosecond of the steady clock, so 62 bits hold 146 years of uptime.
-static_assert(std::is_same_v<Clock::period, std::nano> && std::is_signed_v<Clock::rep>, "end_word() packs ticks");
-constexpr uint64_t kEndRunning = 0, kEndDone = 1, kEndFailed = 2;
-
-uint64_t end_word(Clock::time_point end, bool ok) {
-  return static_cast<uint64_t>(end.time_since_epoch().count()) << 2 | (ok ? kEndDone : kEndFailed);
-}
-
 // The state and end time an end word says, into `e` (a running entry has no end).
 void read_end_word(uint64_t word, FlightRecorder::Entry& e) {
-  if ((word & 3) == kEndRunning) {
+  if ((word & 3) == FlightRecorder::kEndRunning) {
     e.state = FlightRecorder::State::kRunning;
     e.end = {};
     return;
   }
-  e.state = (word & 3) == kEndDone ? FlightRecorder::State::kDone : FlightRecorder::State::kFailed;
+  e.state = (word & 3) == FlightRecorder::kEndDone ? FlightRecorder::State::kDone : FlightRecorder::State::kFailed;
   e.end = Clock::time_point(Clock::duration(static_cast<Clock::rep>(word >> 2)));
 }
 
@@ -93,7 +76,7 @@ bool FlightRecorder::load(uint64_t index, Entry& out) const {
     const uint64_t held = slot.index.load(std::memory_order_relaxed);
     // The end word first, with acquire: end() writes it after the algorithm, so an ended entry read here has its
     // algorithm too. The two change outside the stamp (end()), each a whole word; the rest only under it.
-    const uint64_t ended = slot.words[kEndWord].load(std::memory_order_acquire);
+    const uint64_t ended = slot.words[FlightRecorder::kEndWord].load(std::memory_order_acquire);
     uint64_t words[kWords];
     for (std::size_t w = 0; w < kWords; ++w) words[w] = slot.words[w].load(std::memory_order_relaxed);
 #if defined(__SANITIZE_THREAD__)
@@ -109,21 +92,6 @@ bool FlightRecorder::load(uint64_t index, Entry& out) const {
     read_end_word(ended, out);
     return true;
   }
-}
-
-void FlightRecorder::end(bool ok, bool at_start) {
-  const uint64_t recorded = recorded_.load(std::memory_order_relaxed);
-  if (recorded == 0) return;
-  // Two whole words, not the stamp's rewrite (a reader takes each as it is: load()). The stamp's odd and even stores
-  // at every call's end, right after the call's store to its shared-memory slot, kept a rank's 8 B rooted calls in
-  // step with the other rank's: broadcast on 2 ranks bound 0.17 us a call with them, 0.10 with these two stores
-  // (docs/benchmark.md, session 24).
-  Slot& slot = ring_[newest_slot_];
-  slot.words[kAlgorithmWord].store(reinterpret_cast<uintptr_t>(algorithm_.load(std::memory_order_relaxed)),
-                                   std::memory_order_relaxed);
-  // Both times are the coarse clock's (the caller's start): never an end before the start all the same.
-  const Clock::time_point end = at_start ? newest_start_ : std::max(coarse_now(), newest_start_);
-  slot.words[kEndWord].store(end_word(end, ok), std::memory_order_release);
 }
 
 FlightRecorder::Position FlightRecorder::position(Clock::time_point now) const {

@@ -10,12 +10,15 @@
 // when DCOMM_FLIGHT_RECORDER_DUMP names a file or "stderr".
 // The dump formats (text and JSON) are in docs/errors.md. Anchors: torch's flight recorder, NCCL's RAS.
 
+#include <algorithm>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -86,6 +89,22 @@ class FlightRecorder {
   /// Entry `index`, when its slot still holds it: false when a later entry replaced it (or none was written).
   bool load(uint64_t index, Entry& out) const;
 
+ public:
+  // The words a call's end changes (end()): its algorithm, and its end word - the end time and the state together
+  // (end_word()); begin() writes the end word zero (running). load() takes the state and the end from the end word,
+  // not from the state's own byte (beside the root, written by begin() alone). The end word: the end time's ticks
+  // shifted by two, the state in the low two bits. A tick is a nanosecond of the steady clock, so 62 bits hold 146
+  // years of uptime.
+  static constexpr std::size_t kAlgorithmWord = offsetof(Entry, algorithm) / sizeof(uint64_t);
+  static constexpr std::size_t kEndWord = offsetof(Entry, end) / sizeof(uint64_t);
+  static constexpr uint64_t kEndRunning = 0, kEndDone = 1, kEndFailed = 2;
+  static uint64_t end_word(Clock::time_point end, bool ok) {
+    static_assert(std::is_same_v<Clock::period, std::nano> && std::is_signed_v<Clock::rep>, "end_word() packs ticks");
+    return static_cast<uint64_t>(end.time_since_epoch().count()) << 2 | (ok ? kEndDone : kEndFailed);
+  }
+
+ private:
+
   uint32_t context_;
   std::vector<int> world_ranks_;
   std::unique_ptr<Slot[]> ring_;
@@ -135,6 +154,23 @@ inline void FlightRecorder::begin(uint64_t seq, Collective coll, DType dtype, st
   newest_slot_ = index == 0 || newest_slot_ + 1 == size_ ? 0 : newest_slot_ + 1;
   store(index, newest_slot_, Entry{seq, coll, nullptr, dtype, count, root, State::kRunning, start, {}});  // running
   recorded_.store(index + 1, std::memory_order_release);
+}
+
+inline void FlightRecorder::end(bool ok, bool at_start) {
+  static_assert(kAlgorithmWord != kEndWord && offsetof(Entry, algorithm) % sizeof(uint64_t) == 0 &&
+                    offsetof(Entry, end) % sizeof(uint64_t) == 0,
+                "end() writes the algorithm and the end as whole words");
+  if (recorded_.load(std::memory_order_relaxed) == 0) return;
+  // Two whole words, not the stamp's rewrite (a reader takes each as it is: load()). The stamp's odd and even stores
+  // at every call's end, right after the call's store to its shared-memory slot, kept a rank's 8 B rooted calls in
+  // step with the other rank's: broadcast on 2 ranks bound 0.17 us a call with them, 0.10 with these two stores
+  // (docs/benchmark.md, session 24). Inline, as begin() is: every call runs it.
+  Slot& slot = ring_[newest_slot_];
+  slot.words[kAlgorithmWord].store(reinterpret_cast<uintptr_t>(algorithm_.load(std::memory_order_relaxed)),
+                                   std::memory_order_relaxed);
+  // Both times are the coarse clock's (the caller's start): never an end before the start all the same.
+  const Clock::time_point end = at_start ? newest_start_ : std::max(coarse_now(), newest_start_);
+  slot.words[kEndWord].store(end_word(end, ok), std::memory_order_release);
 }
 
 /// Every group recorder of one process's world, for dumps. It keeps them for the world's life, so a dump at exit

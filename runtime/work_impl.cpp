@@ -9,23 +9,7 @@ namespace {
 
 Duration resolve(Duration timeout, Duration group_timeout) { return timeout == kDefaultTimeout ? group_timeout : timeout; }
 
-class CompletedWork final : public Work {
- public:
-  bool is_completed() override { return true; }
-  bool wait(Duration /*timeout*/) override { return true; }
-  std::exception_ptr exception() override { return nullptr; }
-  void abort() noexcept override {}
-  void wait_stream(void* /*stream*/) override {}
-};
-
 }  // namespace
-
-WorkPtr completed_work() {
-  // A pointer without a control block (the aliasing constructor over an empty owner): copying and dropping it
-  // touch no reference count, where a shared one cost two locked instructions on every blocking call.
-  static CompletedWork done;
-  return WorkPtr(WorkPtr(), &done);
-}
 
 bool CollectiveWork::is_completed() {
   std::lock_guard<std::mutex> lock(mu_);
