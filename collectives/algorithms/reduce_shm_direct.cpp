@@ -33,8 +33,9 @@ double cost_reduce_shm_direct(const CostParams& p, double n, int size) {
   // call ends when the root does. Priced without the root's copy-out and with the window reads at γ, the model
   // chose this row over cma at every size, where on 2-4 ranks it measured 1.3-2.8x cma's time from 256 KiB to
   // 4 MiB with non-temporal window stores (2026-11-25). With plain ones (Topology::cached_windows) it measured
-  // 0.55-0.75x reduce[shm_pipe]'s time from 1 to 64 MiB on 2 ranks (session 7), which the model does not see: it
-  // prices the pipe's reduction at γ though its pieces come from memory (non-temporal stores).
+  // 0.55-0.75x reduce[shm_pipe]'s time from 1 to 64 MiB on 2 ranks (session 7); the pipe's price now includes its
+  // window reads where the probe measured them (session 27). This row then measured 1.5-1.9x cma's time at 1-16 MiB
+  // on 2 ranks bound and 0.85-0.9x at 64 MiB, where the model prices it below cma: not yet priced for that.
   return cost_shm_rounds(p, n, size);
 }
 

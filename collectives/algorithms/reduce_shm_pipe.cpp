@@ -51,8 +51,14 @@ void run_reduce_shm_pipe(Context& c) {
 }
 
 double cost_reduce_shm_pipe(const CostParams& p, double n, int size) {
+  // The root reads every other rank's n bytes from their windows: priced as the rooted window rows price their
+  // reads (cost_shm_pipe_rooted: the group's streamed window price, where its probe measured one). Priced at γ
+  // alone, the model took this row for every reduce on 2 ranks from 256 KiB (DCOMM_TUNE=off, 2 ranks bound, two
+  // runs): 51-65 us at 256 KiB against cma's 16.6 and OpenMPI's 17.0, 3.0-3.1 ms at 16 MiB against cma's 1.77-1.79.
   const double piece = static_cast<double>(kPipePieceBytes);
-  return cost_shm_pipe(p, (size - 1) * n + std::min(n, piece), (size - 1) * std::ceil(n / piece));
+  const double reads = (size - 1) * n;
+  return cost_shm_pipe(p, reads + std::min(n, piece), (size - 1) * std::ceil(n / piece)) +
+         cost_shm_pipe_streamed(p, reads);
 }
 
 // This algorithm's row of the table (collectives/registry.hpp), registered before main().

@@ -8,6 +8,7 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <utility>
 #include <memory>
 #include <string>
 #include <thread>
@@ -311,6 +312,39 @@ TEST_CASE("non-temporal windows measured by the probe: all_reduce takes shm_dire
     if (priced_for(probed(0), p).window_streamed_beta >= 0) rec.failures.push_back("priced without a measurement");
     const std::string unmeasured = cheapest(sample_args(Collective::kAllReduce, 1 << 20, 2), probed(0), p)->name;
     if (unmeasured != "cma") rec.failures.push_back("unmeasured, 1 MiB: " + unmeasured);
+  });
+  CHECK(test::summarize(recs) == std::vector<std::string>{});
+}
+
+TEST_CASE("reduce where the window probe measured its streamed price: the root's window reads are priced, the pipe "
+          "is not taken",
+          "[collectives][engine]") {
+  // Session 27, 2 ranks bound, DCOMM_TUNE=off, the probe's 1 MiB pattern at 154 us with plain stores (287 us
+  // non-temporal), its 64 KiB pattern at 0.116 ns a byte: the model took reduce[shm_pipe] from 16 KiB to 64 MiB,
+  // which measured 10-15 us at 64 KiB (cma 7-9, OpenMPI 5-6), 50-54 at 256 KiB (cma 17-22, OpenMPI 15-17) and
+  // 3.0-3.5 ms at 16 MiB (cma 1.8, OpenMPI 2.8-2.9): its price read the other ranks' pieces at γ alone, though the
+  // root reads every one of them through a window, as the rooted shm_direct rows do (cost_shm_pipe_rooted).
+  const CostParams p = test::one_node_params();
+  auto recs = test::run_group(2, [&](const GroupView& node, test::RankRecord& rec) {
+    auto probed = [&](bool plain, double streamed_seconds) {
+      return test::with_topology(node, [&](Topology& t) {
+        t.shares_cores = false;
+        t.cached_windows = plain;
+        t.cached_small_windows = plain;
+        t.window_small_seconds_per_byte = plain ? std::exp2(-33.0) : 0.0;
+        t.window_streamed_seconds = streamed_seconds;
+      });
+    };
+    for (const auto& [plain, seconds] : {std::pair{true, 154e-6}, std::pair{false, 287e-6}}) {
+      const GroupView view = probed(plain, seconds);
+      for (std::size_t bytes = std::size_t{16} << 10; bytes <= (std::size_t{64} << 20); bytes *= 4) {
+        const std::string got = cheapest(sample_args(Collective::kReduce, bytes, 2), view, p)->name;
+        const bool small = bytes <= (std::size_t{256} << 10);
+        if (got == "shm_pipe" || (small && got != "cma")) {
+          rec.failures.push_back(fmt::format("{} windows, reduce of {} B: {}", plain ? "plain" : "non-temporal", bytes, got));
+        }
+      }
+    }
   });
   CHECK(test::summarize(recs) == std::vector<std::string>{});
 }
