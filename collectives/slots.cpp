@@ -1,4 +1,5 @@
-// The shared-memory slots (slots.hpp): setup at group creation, and one exchange per call.
+// The shared-memory slots (slots.hpp): setup at group creation, and one exchange per call (the pending checks:
+// slot_checks.cpp; the segments' layout: slot_layout.hpp).
 
 #include "collectives/slots.hpp"
 
@@ -14,57 +15,16 @@
 #include "collectives/dissemination.hpp"
 #include "collectives/registry.hpp"
 #include "collectives/shm_segments.hpp"
+#include "collectives/slot_layout.hpp"
 #include "common/env.hpp"
 #include "common/log.hpp"
 
 namespace dcomm::coll {
 
+using namespace slot_layout;
+
 namespace {
 
-// A CallDescriptor with the algorithm as its row in the table instead of its name: 24 bytes, so that the flag, the
-// call and the first 24 bytes of data share one cache line.
-struct SlotCall {
-  uint8_t collective = 0;
-  uint8_t dtype = 0;
-  uint8_t op = 0;
-  uint8_t vector_variant = 0;
-  int32_t root = 0;
-  uint64_t count = 0;
-  uint32_t algorithm = 0;  ///< algorithm_index() + 1; 0: none (an invalid call's)
-  uint32_t device = 0;     ///< CallDescriptor::device
-  bool operator==(const SlotCall&) const = default;
-};
-
-// kLateNotice: this rank learned at this exchange that its last call failed the check (slots.hpp); the data is
-// the reason.
-enum class SlotState : uint8_t { kCall, kInvalid, kNoCall, kLateNotice };
-
-// The head of a slot, one cache line with the first kInlineBytes of data at kDataOffset (SlotChannel::slot_data).
-struct SlotHead {
-  std::atomic<uint64_t> flag;  ///< the number of the exchange the slot holds, stored last
-  uint32_t bytes;              ///< the data's size, or the invalid reason's
-  SlotState state;
-  uint8_t note;  ///< SlotChannel::set_note(): outside the call, not compared
-  uint8_t unused[2];
-  SlotCall call;
-};
-constexpr std::size_t kDataOffset = sizeof(SlotHead);
-static_assert(kDataOffset + SlotChannel::kInlineBytes == SlotChannel::kHeadStride,
-              "the head and its inline data fill one cache line (slots.hpp)");
-static_assert(std::atomic<uint64_t>::is_always_lock_free, "slot flags must be lock-free across processes");
-// What a rank that read every slot tells the ranks that did not (SlotChannel::settle): one cache line of its own, after
-// its data areas, written by this rank alone. `agreed`: the newest exchange at which this rank read every rank's
-// call and found all of them alike and valid, with every earlier exchange checked too (stored with release, after
-// `failed`). `failed`: the exchange at which this rank last met a failed check of any exchange (its own call's, a
-// pending one's, or one whose calls it read and found different or not checked), 0 for none.
-struct Agreement {
-  std::atomic<uint64_t> agreed;
-  std::atomic<uint64_t> failed;
-};
-// Every rank's segment: the heads, then the data areas (page-aligned: the heads fill a page), then its agreement.
-constexpr std::size_t kAgreementOffset = SlotChannel::kHeadsBytes + kSlotDepth * kSlotBytes;
-constexpr std::size_t kSegmentBytes = kAgreementOffset + SlotChannel::kHeadStride;
-static_assert(sizeof(Agreement) <= SlotChannel::kHeadStride && std::atomic<uint64_t>::is_always_lock_free);
 // The segment's name carries a call number; the cost model's probe uses 0xFFFFF.
 constexpr uint64_t kSetupSeq = 0xFFFFE;
 
@@ -85,37 +45,6 @@ uint32_t algorithm_number(const CallDescriptor& d, CallDescriptor* cache, uint32
   return number;
 }
 
-SlotCall compact(const CallDescriptor& d, uint32_t algorithm) {
-  SlotCall s;
-  s.collective = d.collective;
-  s.dtype = d.dtype;
-  s.op = d.op;
-  s.vector_variant = d.vector_variant;
-  s.root = d.root;
-  s.count = d.count;
-  s.algorithm = algorithm;
-  s.device = d.device;
-  return s;
-}
-
-CallDescriptor expand(const SlotCall& s) {
-  CallDescriptor d;
-  d.collective = s.collective;
-  d.dtype = s.dtype;
-  d.op = s.op;
-  d.vector_variant = s.vector_variant;
-  d.root = s.root;
-  d.count = s.count;
-  d.device = static_cast<uint8_t>(s.device);
-  const auto& table = algorithm_table();
-  if (s.algorithm > 0 && s.algorithm <= table.size()) {
-    std::strncpy(d.algorithm, table[s.algorithm - 1].name, sizeof d.algorithm - 1);
-  }
-  return d;
-}
-
-const SlotHead& head(const char* slot) { return *reinterpret_cast<const SlotHead*>(slot); }
-
 // A hint that this core will write the line at `p` soon (PREFETCHW: the line comes exclusive, other cores' copies
 // invalidated); no effect on what any rank reads.
 inline void prefetch_for_write(const void* p) {
@@ -125,24 +54,6 @@ inline void prefetch_for_write(const void* p) {
   __builtin_prefetch(p, 1, 3);
 #endif
 }
-Agreement& agreement(char* base) { return *reinterpret_cast<Agreement*>(base + kAgreementOffset); }
-
-// a == b, as three words (the check's fast path runs on every call; memcmp is a library call).
-inline bool same_call(const SlotCall& a, const SlotCall& b) {
-  static_assert(sizeof(SlotCall) == 3 * sizeof(uint64_t) && alignof(SlotCall) >= alignof(uint32_t));
-  uint64_t x[3], y[3];
-  std::memcpy(x, &a, sizeof x);
-  std::memcpy(y, &b, sizeof y);
-  return ((x[0] ^ y[0]) | (x[1] ^ y[1]) | (x[2] ^ y[2])) == 0;
-}
-
-// What Mesh::wait_until polls: one rank's flag.
-struct Awaited {
-  const SlotHead* head;
-  uint64_t exchange;
-  int rank;
-  uint64_t seq;
-};
 
 // What Mesh::wait_until polls before this rank runs kCallsAhead + 1 calls ahead of another: that rank's flag of an
 // exchange, reached or passed (a slot's flags only grow).
@@ -165,18 +76,6 @@ std::string describe_reached(const void* arg) {
                      "most {} calls ahead of the others)",
                      r->rank, r->past_seq, r->seq, kCallsAhead);
 }
-
-std::string describe(const void* arg) {
-  const auto* a = static_cast<const Awaited*>(arg);
-  return fmt::format("the shared-memory slot of rank {} for call #{} of this group", a->rank, a->seq);
-}
-
-bool flag_set(const void* arg) {
-  const auto* a = static_cast<const Awaited*>(arg);
-  return a->head->flag.load(std::memory_order_acquire) == a->exchange;
-}
-
-int world_rank(const GroupView& v, int q) { return v.world_ranks.empty() ? q : v.world_ranks[static_cast<std::size_t>(q)]; }
 
 }  // namespace
 
@@ -217,7 +116,6 @@ SlotChannel::SlotChannel(std::unique_ptr<ShmWindows> windows, int rank, int size
   for (int q = 0; q < size; ++q) bases_.push_back(windows_->of(q));
 }
 
-
 SlotChannel::~SlotChannel() = default;
 
 // Inlined into exchange(), as receive() is: an 8 B call's path is counted in instructions (docs/benchmark.md).
@@ -256,115 +154,6 @@ SlotPlan SlotChannel::plan(std::string_view what, const CallDescriptor* mine, st
   return p;
 }
 
-void SlotChannel::wait_all(const Context& c, uint64_t n, uint64_t seq) const {
-  for (int q = 0; q < size_; ++q) {
-    if (q == rank_) continue;
-    Awaited awaited{&head(slot(q, n)), n, q, seq};
-    if (!flag_set(&awaited)) {
-      c.view.mesh->wait_until(flag_set, describe, &awaited, world_rank(c.view, q), c.deadline, c.what);
-    }
-  }
-}
-
-void SlotChannel::verdict(const Context& c, uint64_t n, bool late_notices) const {
-  int low = -1;  // the lowest rank compared: rank 0, unless it sent a late notice
-  int bad = -1;
-  for (int q = 0; q < size_; ++q) {
-    const SlotHead& theirs = head(slot(q, n));
-    const bool late = theirs.state == SlotState::kLateNotice;
-    if (late && !late_notices) continue;
-    if (theirs.state == SlotState::kInvalid || late) {
-      const std::size_t cap = late ? kSlotBytes : kMaxReasonBytes;
-      const std::size_t bytes = std::min<std::size_t>(theirs.bytes, cap);
-      throw_invalid_call(c, q, std::string_view(slot_data(q, n, theirs.bytes), bytes));  // where it was published
-    }
-    if (theirs.state == SlotState::kNoCall) {
-      throw InvalidUsageError(fmt::format("{}: rank {} has the call check off (call #{} of this group); "
-                                          "DCOMM_CHECK_CALLS must be alike on every rank",
-                                          c.what, q, c.seq));
-    }
-    if (low < 0) low = q;
-    if (bad < 0 && !(theirs.call == head(slot(low, n)).call)) bad = q;
-  }
-  if (bad >= 0) throw_mismatched_calls(c, bad, expand(head(slot(bad, n)).call), low, expand(head(slot(low, n)).call));
-}
-
-bool SlotChannel::all_agree(uint64_t n) const {
-  const SlotHead& own = head(slot(rank_, n));
-  if (own.state != SlotState::kCall) return false;
-  for (int q = 0; q < size_; ++q) {
-    if (q == rank_) continue;  // its call is its own
-    const SlotHead& theirs = head(slot(q, n));
-    if (theirs.state != SlotState::kCall || !same_call(theirs.call, own.call)) return false;
-  }
-  return true;
-}
-
-bool SlotChannel::all_published(uint64_t m) const {
-  for (int q = 0; q < size_; ++q) {
-    if (q != rank_ && head(slot(q, m)).flag.load(std::memory_order_acquire) != m) return false;
-  }
-  return true;
-}
-
-void SlotChannel::note_failed_check(uint64_t n) {
-  agreement(bases_[static_cast<std::size_t>(rank_)]).failed.store(n, std::memory_order_relaxed);
-}
-
-SlotChannel::Told SlotChannel::told_by_others() const {
-  Told told;
-  for (int q = 0; q < size_; ++q) {
-    if (q == rank_) continue;
-    Agreement& theirs = agreement(bases_[static_cast<std::size_t>(q)]);
-    // `failed` after `agreed` (its writer stores them the other way round): a failure that rank met before its
-    // newest `agreed` is seen here, and one met at a pending exchange is at least that exchange.
-    const uint64_t agreed = theirs.agreed.load(std::memory_order_acquire);
-    if (theirs.failed.load(std::memory_order_relaxed) > verified_) {
-      told.failure = true;
-    } else {
-      told.through = std::max(told.through, agreed);
-    }
-  }
-  return told;
-}
-
-std::string SlotChannel::settle(const Context& c, uint64_t must) {
-  // What the others checked already (their agreement lines): one line a rank, not one per exchange - read at most
-  // once every kSettleBatch exchanges, since a rank that reads every slot rewrites its line at every call.
-  if (exchanges_ >= next_told_) {
-    next_told_ = exchanges_ + kSettleBatch;
-    const Told told = told_by_others();
-    // Beyond `must`, the pending exchanges wait for a later reading while another rank's line moves on; a failure
-    // that rank met, or no line moving past verified_, has this rank compare the calls itself.
-    rely_on_told_ = told.through > verified_ && !told.failure;
-    if (rely_on_told_) verified_ = std::min(told.through, exchanges_);
-  }
-  while (verified_ < exchanges_) {
-    const uint64_t m = verified_ + 1;
-    const Past& past = past_[m % kSlotDepth];
-    if (m > must && rely_on_told_) break;
-    if (!all_published(m)) {
-      if (m > must) break;  // beyond `must`, only what is already there
-      wait_all(c, m, past.seq);
-    }
-    verified_ = m;
-    if (!past.checked || all_agree(m)) continue;
-    // The check's error is named after the call it checks: its number and its algorithm.
-    Context then(c.args, c.view, c.deadline, past.seq, past.what, c.chunk_bytes);
-    try {
-      verdict(then, m, /*late_notices=*/false);
-    } catch (const InvalidUsageError& e) {
-      // Reported once: the calls this rank returned from after it are not checked again (a rank that read their
-      // data compared their calls itself).
-      verified_ = exchanges_;
-      return fmt::format("call #{} of this group failed the call check after this rank had returned from it (its "
-                         "part only sent, or read the root's alone): {}",
-                         past.seq, e.what());
-    }
-  }
-  return {};
-}
-
 void SlotChannel::wait_for_room(const Context& c, uint64_t n) {
   // Every other rank has published exchange n - kCallsAhead, so it is done with every exchange before it: its
   // reads (a call reads its data before the next call starts), and its checks of the slots n reuses (settle()).
@@ -382,8 +171,9 @@ void SlotChannel::wait_for_room(const Context& c, uint64_t n) {
       constexpr uint64_t kHalfBack = kCallsAhead / 2;
       if (head(slot(q, n - 1)).flag.load(std::memory_order_acquire) == n - 1) {
         seen = n - 1;
-      } else if (seen < n - kHalfBack && head(slot(q, n - kHalfBack)).flag.load(std::memory_order_acquire) >= n - kHalfBack) {
-        seen = n - kHalfBack;
+      } else if (const uint64_t half = n - kHalfBack;
+                 seen < half && head(slot(q, half)).flag.load(std::memory_order_acquire) >= half) {
+        seen = half;
       }
     }
     if (seen < needed) {
@@ -397,22 +187,6 @@ void SlotChannel::wait_for_room(const Context& c, uint64_t n) {
     lowest = std::min(lowest, seen);
   }
   room_ = lowest + kCallsAhead;
-}
-
-void SlotChannel::settle_quietly(const GroupView& view, const Deadline& deadline) noexcept {
-  if (verified_ >= exchanges_) return;
-  try {
-    if (view.mesh && view.mesh->poisoned()) return;  // the group failed: nothing to check against
-    Args none;
-    none.coll = Collective::kBarrier;
-    const Past& last = past_[exchanges_ % kSlotDepth];
-    Context c(none, view, deadline, last.seq, last.what, 0);
-    std::string failed = settle(c, exchanges_);
-    if (!failed.empty()) DCOMM_WARN("the process group's last calls, checked as the group is destroyed: {}", failed);
-  } catch (const std::exception& e) {
-    DCOMM_WARN("the process group's last calls, checked as the group is destroyed: {}", e.what());
-  } catch (...) {
-  }
 }
 
 void SlotChannel::exchange(const Context& c, const CallDescriptor* mine, std::string_view invalid, const void* data,
@@ -465,8 +239,9 @@ void SlotChannel::exchange(const Context& c, const SlotPlan& p, const void* data
     // read that line kSlotDepth exchanges ago and still hold it, so the next publish's first store would wait for
     // their copies to be invalidated (a line crossing cores, ~50 ns) and, with the call's stores behind it in the
     // store buffer, stall the sender. Asked for here, the line comes while this call returns (8 B on 2 ranks
-    // bound, p50 / OpenMPI's in 3 alternations: broadcast 1.14-1.26 -> 1.14-1.20, scatter 1.23-1.33 -> 1.18-1.19). Not where every rank reads every slot: ranks in step read the
-    // line beside the one just published, and an all_reduce took 0.30 -> 0.41 us.
+    // bound, p50 / OpenMPI's in 3 alternations: broadcast 1.14-1.26 -> 1.14-1.20, scatter 1.23-1.33 -> 1.18-1.19).
+    // Not where every rank reads every slot: ranks in step read the line beside the one just published, and an
+    // all_reduce took 0.30 -> 0.41 us.
     prefetch_for_write(slot(rank_, n + 1));
     return;
   }

@@ -22,7 +22,7 @@
 // was about to write (the reader's flag of the oldest pending exchange), a line crossing cores twice per call; a
 // batch reads lines long written (8 B broadcast on 2 ranks bound: 0.19-0.20 us a call -> 0.16-0.17).
 // A pending check takes what another rank checked: a rank that reads every slot (on 2 ranks, every reader) keeps an
-// agreement line of its own (slots.cpp: the newest exchange through which it found every call alike, and the last
+// agreement line of its own (slot_layout.hpp: the newest exchange through which it found every call alike, and the last
 // at which it met a failed check), and a rank with pending checks reads those lines, at most once every
 // kSettleBatch exchanges (their writers rewrite them at every call), taking what they cover as checked. It compares
 // the calls itself only where no line moved past its own checks (no rank reads every slot: a broadcast on 3 or more
@@ -132,7 +132,7 @@ const Algorithm& slot_fallback(Collective c);
 /// one when a shape first runs through the slots and reuses it while the calls repeat the shape (Context::slot_plan),
 /// so a repeated small call compacts, looks up and decides nothing again.
 struct SlotPlan {
-  alignas(8) unsigned char call[24]{};  ///< the compacted call descriptor (slots.cpp's SlotCall); zeros: none
+  alignas(8) unsigned char call[24]{};  ///< the compacted call descriptor (slot_layout.hpp's SlotCall); zeros: none
   uint8_t state = 0;                    ///< the slot's state: a call, an invalid call, or the check off
   bool checked = false;                 ///< it carries a call (the check is on)
   int reads = -1;                       ///< SlotChannel::kReadAll, kReadNone, or the one rank read
@@ -227,8 +227,9 @@ class SlotChannel {
   std::string settle(const Context& c, uint64_t must);
   /// Exchange n of a call that learned from settle() that an earlier call failed the check (`late`): publishes the
   /// late notice in place of the call's data and throws. Out of line: a call's path builds no string.
-  [[noreturn, gnu::noinline]] void late_notice(const Context& c, uint64_t n, const SlotPlan& p, const std::string& late);
-  /// What the other ranks' agreement lines say (slots.cpp): the newest exchange through which one of them read
+  [[noreturn, gnu::noinline]] void late_notice(const Context& c, uint64_t n, const SlotPlan& p,
+                                               const std::string& late);
+  /// What the other ranks' agreement lines say (slot_layout.hpp): the newest exchange through which one of them read
   /// every rank's call and found all alike with no failed check since this rank's verified_ (0: none), and whether
   /// one met a failed check after verified_.
   struct Told {
