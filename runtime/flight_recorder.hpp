@@ -69,6 +69,19 @@ class FlightRecorder {
   /// "state", "started_s_ago", "duration_s"}]}: oldest first.
   nlohmann::json to_json(Clock::time_point now) const;
 
+  // The words a call's end changes (end()): its algorithm, and its end word - the end time and the state together
+  // (end_word()); begin() writes the end word zero (running). load() takes the state and the end from the end word,
+  // not from the state's own byte (beside the root, written by begin() alone). The end word: the end time's ticks
+  // shifted by two, the state in the low two bits. A tick is a nanosecond of the steady clock, so 62 bits hold 146
+  // years of uptime.
+  static constexpr std::size_t kAlgorithmWord = offsetof(Entry, algorithm) / sizeof(uint64_t);
+  static constexpr std::size_t kEndWord = offsetof(Entry, end) / sizeof(uint64_t);
+  static constexpr uint64_t kEndRunning = 0, kEndDone = 1, kEndFailed = 2;
+  static uint64_t end_word(Clock::time_point end, bool ok) {
+    static_assert(std::is_same_v<Clock::period, std::nano> && std::is_signed_v<Clock::rep>, "end_word() packs ticks");
+    return static_cast<uint64_t>(end.time_since_epoch().count()) << 2 | (ok ? kEndDone : kEndFailed);
+  }
+
  private:
   /// An entry as words, each stored and loaded atomically (relaxed), so a reader that races the writer reads
   /// defined values and tells by the stamp that it must retry.
@@ -88,22 +101,6 @@ class FlightRecorder {
   static void under_stamp(Slot& slot, Write write);
   /// Entry `index`, when its slot still holds it: false when a later entry replaced it (or none was written).
   bool load(uint64_t index, Entry& out) const;
-
- public:
-  // The words a call's end changes (end()): its algorithm, and its end word - the end time and the state together
-  // (end_word()); begin() writes the end word zero (running). load() takes the state and the end from the end word,
-  // not from the state's own byte (beside the root, written by begin() alone). The end word: the end time's ticks
-  // shifted by two, the state in the low two bits. A tick is a nanosecond of the steady clock, so 62 bits hold 146
-  // years of uptime.
-  static constexpr std::size_t kAlgorithmWord = offsetof(Entry, algorithm) / sizeof(uint64_t);
-  static constexpr std::size_t kEndWord = offsetof(Entry, end) / sizeof(uint64_t);
-  static constexpr uint64_t kEndRunning = 0, kEndDone = 1, kEndFailed = 2;
-  static uint64_t end_word(Clock::time_point end, bool ok) {
-    static_assert(std::is_same_v<Clock::period, std::nano> && std::is_signed_v<Clock::rep>, "end_word() packs ticks");
-    return static_cast<uint64_t>(end.time_since_epoch().count()) << 2 | (ok ? kEndDone : kEndFailed);
-  }
-
- private:
 
   uint32_t context_;
   std::vector<int> world_ranks_;

@@ -53,8 +53,9 @@ void run_reduce_shm_pipe(Context& c) {
 double cost_reduce_shm_pipe(const CostParams& p, double n, int size) {
   // The root reads every other rank's n bytes from their windows: priced as the rooted window rows price their
   // reads (cost_shm_pipe_rooted: the group's streamed window price, where its probe measured one). Priced at γ
-  // alone, the model took this row for every reduce on 2 ranks from 256 KiB (DCOMM_TUNE=off, 2 ranks bound, two
-  // runs): 51-65 us at 256 KiB against cma's 16.6 and OpenMPI's 17.0, 3.0-3.1 ms at 16 MiB against cma's 1.77-1.79.
+  // alone, the model took this row for every reduce on 2 ranks from 16 KiB (DCOMM_TUNE=off, 2 ranks bound, two
+  // runs): 10-15 us at 64 KiB against OpenMPI's 5-6, 51-65 at 256 KiB against cma's 16.6, 3.0-3.1 ms at 16 MiB
+  // against cma's 1.77-1.79.
   const double piece = static_cast<double>(kPipePieceBytes);
   const double reads = (size - 1) * n;
   return cost_shm_pipe(p, reads + std::min(n, piece), (size - 1) * std::ceil(n / piece)) +
