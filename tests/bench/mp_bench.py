@@ -51,7 +51,7 @@ def check_schema(doc, world):
                      ("algbw_gbps", (int, float)), ("busbw_gbps", (int, float)), ("wrong", (int,)),
                      ("slowest_rank", (int,)), ("ranks", (list,))]:
             typed(r, k, t)
-        for k in ("mean", "min", "max", "p50", "p99"):
+        for k in ("mean", "min", "max", "p50", "p99", "loop"):
             typed(r["time_us"], k, (int, float))
         require(r["skipped"] is not None or len(r["ranks"]) == world, "JSON: one entry per rank")
     typed(doc["summary"], "avg_busbw", (list,))

@@ -33,6 +33,7 @@ std::vector<LocalResult> timings(int world) {
     LocalResult lr;
     for (int i = 1; i <= 4; ++i) lr.times_us.push_back(10.0 * i * (r + 1));
     lr.wrong = r == 1 ? 2 : 0;
+    lr.loop_us = 30.0 * (r + 1);  // a little above the mean: the work between calls
     out.push_back(lr);
   }
   return out;
@@ -47,6 +48,7 @@ TEST_CASE("make_row: stats across ranks and iterations, bandwidth, straggler", "
   CHECK(row.time_us.max == Approx(75));
   CHECK(row.time_us.p50 == Approx(60));   // per iteration the slowest rank: 30, 60, 90, 120
   CHECK(row.time_us.p99 == Approx(120));
+  CHECK(row.loop_us == Approx(90));       // the slowest rank's loop period
   CHECK(row.slowest_rank == 2);
   CHECK(row.slowest_excess == Approx(2.0));
   CHECK(row.wrong == 2);
@@ -60,22 +62,27 @@ TEST_CASE("make_row: stats across ranks and iterations, bandwidth, straggler", "
 TEST_CASE("a rank without a sendrecv partner does not count in the statistics", "[bench][report]") {
   std::vector<LocalResult> t = timings(3);
   t[2].times_us.assign(4, 0.01);  // rank 2 of 3 only waits
+  t[2].loop_us = 1000;
   Case c = small_case(Coll::kSendRecv, 3);
   c.algo = "";  // point-to-point has no algorithm
   Row row = make_row(c, "dcomm", t);
   CHECK(row.time_us.min == Approx(25));
   CHECK(row.slowest_rank == 1);
+  CHECK(row.loop_us == Approx(60));  // rank 1's; rank 2's waiting does not count
   CHECK(row.ranks.size() == 3);
   CHECK(row.algo == "-");
 }
 
 TEST_CASE("results round-trip through the store's byte form", "[bench][report]") {
-  LocalResult r{{1.5, 2.5, 3.25}, 7};
+  LocalResult r{{1.5, 2.5, 3.25}, 7, 2.75};
   LocalResult back = decode(encode(r));
   CHECK(back.times_us == r.times_us);
   CHECK(back.wrong == 7);
+  CHECK(back.loop_us == 2.75);
   CHECK(decode(encode(LocalResult{})).times_us.empty());
   CHECK_THROWS(decode(Store::Bytes(5)));
+  CHECK_THROWS(decode(Store::Bytes(8)));   // the old record, without the loop period
+  CHECK_THROWS(decode(Store::Bytes(20)));
 }
 
 TEST_CASE("JSON has the documented keys and types", "[bench][report]") {
@@ -111,14 +118,15 @@ TEST_CASE("JSON has the documented keys and types", "[bench][report]") {
   const json& r = doc["results"][0];
   for (const char* k : {"library", "collective", "algorithm", "dtype", "op"}) CHECK(r[k].is_string());
   for (const char* k : {"bytes", "count", "world_size", "wrong", "slowest_rank"}) CHECK(r[k].is_number_integer());
-  for (const char* k : {"mean", "min", "max", "p50", "p99"}) CHECK(r["time_us"][k].is_number());
+  for (const char* k : {"mean", "min", "max", "p50", "p99", "loop"}) CHECK(r["time_us"][k].is_number());
+  CHECK(r["time_us"]["loop"] == Approx(60));
   for (const char* k : {"algbw_gbps", "busbw_gbps", "slowest_excess", "vs_mpi"}) CHECK(r[k].is_number());
   CHECK(r["inplace"].is_boolean());
   CHECK(r["skipped"].is_null());
   CHECK(r["chosen_algorithm"].is_null());
   REQUIRE(r["ranks"].size() == 2);
   for (const char* k : {"rank", "wrong"}) CHECK(r["ranks"][1][k].is_number_integer());
-  for (const char* k : {"mean_us", "min_us", "max_us"}) CHECK(r["ranks"][1][k].is_number());
+  for (const char* k : {"mean_us", "min_us", "max_us", "loop_us"}) CHECK(r["ranks"][1][k].is_number());
   CHECK(doc["results"][1]["vs_mpi"].is_null());
   CHECK(doc["results"][2]["skipped"] == "MPI has no avg op");
   CHECK(doc["summary"]["wrong"] == 4);

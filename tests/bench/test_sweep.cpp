@@ -220,3 +220,38 @@ TEST_CASE("a rank that never arrives is named, and every rank ends non-zero", "[
   CHECK(out[1].code == 1);
   CHECK(out[1].failure.find("--test-stall") != std::string::npos);
 }
+
+namespace {
+
+// A library whose first call (the warm-up) takes 50 ms and every later call 1 ms.
+class SlowFirstLibrary : public Library {
+ public:
+  std::string name() const override { return "dcomm"; }
+  std::string unsupported(const Case&) const override { return ""; }
+  void barrier(const Case&) override {}
+  void run_once(const Case&, const Workspace&) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(calls_++ == 0 ? 50 : 1));
+  }
+
+ private:
+  int calls_ = 0;
+};
+
+}  // namespace
+
+TEST_CASE("the loop's period spans the timed calls and the gaps between them, not the warm-up", "[bench][sweep]") {
+  Case c;
+  c.coll = Coll::kAllReduce;
+  c.layout = layout(c.coll, 64, c.dtype, 1);
+  c.iters = 4;
+  c.warmup = 1;
+  Workspace ws(c);
+  SlowFirstLibrary lib;
+  const LocalResult r = measure(lib, c, ws, nullptr);
+  REQUIRE(r.times_us.size() == 4);
+  double longest = 0, sum = 0;
+  for (double t : r.times_us) longest = std::max(longest, t), sum += t;
+  CHECK(r.loop_us >= sum / 4);  // every call inside it, each call's share at least the mean call
+  CHECK(r.loop_us < 10000);     // the 50 ms warm-up outside it
+  CHECK(longest < 10000);
+}

@@ -100,7 +100,7 @@ json row_json(const Row& r) {
             {"world_size", r.world},
             {"time_us",
              {{"mean", r.time_us.mean}, {"min", r.time_us.min}, {"max", r.time_us.max}, {"p50", r.time_us.p50},
-              {"p99", r.time_us.p99}}},
+              {"p99", r.time_us.p99}, {"loop", r.loop_us}}},
             {"algbw_gbps", r.algbw_gbps},
             {"busbw_gbps", r.busbw_gbps},
             {"wrong", r.wrong},
@@ -111,7 +111,8 @@ json row_json(const Row& r) {
   j["ranks"] = json::array();
   for (const RankStats& s : r.ranks) {
     j["ranks"].push_back(
-        {{"rank", s.rank}, {"mean_us", s.mean_us}, {"min_us", s.min_us}, {"max_us", s.max_us}, {"wrong", s.wrong}});
+        {{"rank", s.rank}, {"mean_us", s.mean_us}, {"min_us", s.min_us}, {"max_us", s.max_us}, {"loop_us", s.loop_us},
+         {"wrong", s.wrong}});
   }
   return j;
 }
@@ -144,12 +145,12 @@ std::string to_json(const Options& opts, int world, const std::vector<Row>& rows
 std::string to_csv(const std::vector<Row>& rows) {
   std::ostringstream out;
   out << "library,collective,algorithm,dtype,op,bytes,count,inplace,world_size,mean_us,min_us,max_us,p50_us,p99_us,"
-         "algbw_gbps,busbw_gbps,wrong,slowest_rank,vs_mpi,skipped\n";
+         "loop_us,algbw_gbps,busbw_gbps,wrong,slowest_rank,vs_mpi,skipped\n";
   for (const Row& r : rows) {
     out << r.library << ',' << to_string(r.coll) << ',' << r.algo << ',' << to_string(r.dtype) << ',' << r.op << ','
         << r.bytes << ',' << r.count << ',' << (r.inplace ? 1 : 0) << ',' << r.world << ',' << r.time_us.mean << ','
         << r.time_us.min << ',' << r.time_us.max << ',' << r.time_us.p50 << ',' << r.time_us.p99 << ','
-        << r.algbw_gbps << ',' << r.busbw_gbps << ',' << r.wrong << ',' << r.slowest_rank << ',';
+        << r.loop_us << ',' << r.algbw_gbps << ',' << r.busbw_gbps << ',' << r.wrong << ',' << r.slowest_rank << ',';
     if (r.vs_mpi) out << *r.vs_mpi;
     // Skip reasons are prose: quote them so commas inside cannot shift columns.
     out << ',' << (r.skipped.empty() ? "" : "\"" + r.skipped + "\"") << '\n';

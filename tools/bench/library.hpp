@@ -31,6 +31,10 @@ class Library {
 struct LocalResult {
   std::vector<double> times_us;  ///< one per timed iteration
   std::size_t wrong = 0;         ///< elements that failed --check, over every iteration
+  /// The timed loop's wall time over its iterations, from the first timed call's start to the last's end: the
+  /// period of a back-to-back loop, counting what a library does between calls (outside each call's timer) as well
+  /// as the bench's own work there (a clock read and the watchdog's; with --check the fill and check too).
+  double loop_us = 0;
 };
 
 class Watchdog;

@@ -14,6 +14,7 @@ LocalResult measure(Library& lib, const Case& c, Workspace& ws, Watchdog* watchd
   if (watchdog) watchdog->arm();
   lib.barrier(c);
   if (watchdog) watchdog->disarm();
+  std::chrono::steady_clock::time_point first{}, last{};
   for (int k = 0; k < c.warmup + c.iters; ++k) {
     if (c.check) ws.fill(k);
     if (watchdog) watchdog->arm();
@@ -22,10 +23,16 @@ LocalResult measure(Library& lib, const Case& c, Workspace& ws, Watchdog* watchd
     device_sync(c.device);
     const auto t1 = std::chrono::steady_clock::now();
     if (watchdog) watchdog->disarm();
+    if (k == c.warmup) first = t0;
+    last = t1;
     // sendrecv is a ping-pong: report the one-way time, half the round trip, as OSU's latency test does.
     const double us = std::chrono::duration<double, std::micro>(t1 - t0).count();
     if (k >= c.warmup) out.times_us.push_back(c.coll == Coll::kSendRecv ? us / 2 : us);
     if (c.check) out.wrong += ws.count_wrong(k);
+  }
+  if (c.iters > 0) {
+    const double us = std::chrono::duration<double, std::micro>(last - first).count() / c.iters;
+    out.loop_us = c.coll == Coll::kSendRecv ? us / 2 : us;
   }
   // Every rank's last call ends before any rank moves on (untimed): a rank whose part returns early (a rooted
   // call's sender) would otherwise go on to the next case - maybe the other library's barrier, spinning on the core

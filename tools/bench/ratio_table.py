@@ -32,6 +32,8 @@ def ratios(path, stat):
         if r.get("skipped"):
             continue
         key = (r["collective"], r["bytes"])
+        if stat not in r["time_us"]:
+            sys.exit(f"ratio_table: {path}: no time_us.{stat} (loop: dcomm-bench from session 28 on)")
         if r["library"] == "mpi":
             mpi[key] = r["time_us"][stat]
         else:
@@ -43,7 +45,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("json", nargs="+", help="dcomm-bench --vs mpi --json files of one configuration")
     ap.add_argument("--label", default="", help="a title line for the table")
-    ap.add_argument("--time", default="mean", choices=["mean", "p50", "p99", "min", "max"])
+    ap.add_argument("--time", default="mean", choices=["mean", "p50", "p99", "min", "max", "loop"],
+                    help="loop: a call's share of the back-to-back loop, the work between calls counted")
     args = ap.parse_args()
 
     runs = [ratios(p, args.time) for p in args.json]

@@ -8,12 +8,13 @@
 namespace dcomm::bench {
 
 std::string table_header(bool vs_mpi) {
-  std::string h = fmt::format("#{:>11} {:>12} {:>9} {:>10} {:>6} {:<18} {:>40} {:>17} {:>7} {:>9}", "", "", "", "",
+  std::string h = fmt::format("#{:>11} {:>12} {:>9} {:>10} {:>6} {:<18} {:>50} {:>17} {:>7} {:>9}", "", "", "", "",
                               "", "", "time (us)", "bandwidth (GB/s)", "", "straggler");
   if (vs_mpi) h += fmt::format(" {:>9}", "dcomm/");
-  h += fmt::format("\n#{:>11} {:>12} {:>9} {:>10} {:>6} {:<18} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>7} {:>9}",
-                   "size(B)", "count", "type", "redop", "lib", "algo", "mean", "min", "max", "p50", "p99", "algbw",
-                   "busbw", "#wrong", "rank");
+  h += fmt::format(
+      "\n#{:>11} {:>12} {:>9} {:>10} {:>6} {:<18} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>7} {:>9}",
+      "size(B)", "count", "type", "redop", "lib", "algo", "mean", "min", "max", "p50", "p99", "loop", "algbw", "busbw",
+      "#wrong", "rank");
   if (vs_mpi) h += fmt::format(" {:>9}", "mpi");
   return h;
 }
@@ -23,8 +24,9 @@ std::string table_line(const Row& r, bool vs_mpi) {
   std::string line = fmt::format("{:>12} {:>12} {:>9} {:>10} {:>6} {:<18}", r.bytes, r.count, to_string(r.dtype),
                                  r.op.empty() ? "-" : r.op, r.library, algo);
   if (!r.skipped.empty()) return line + "  skipped: " + r.skipped;
-  line += fmt::format(" {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>8.3f} {:>8.3f} {:>7} {:>9}", r.time_us.mean,
-                      r.time_us.min, r.time_us.max, r.time_us.p50, r.time_us.p99, r.algbw_gbps, r.busbw_gbps, r.wrong,
+  line += fmt::format(" {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>8.3f} {:>8.3f} {:>7} {:>9}",
+                      r.time_us.mean, r.time_us.min, r.time_us.max, r.time_us.p50, r.time_us.p99, r.loop_us,
+                      r.algbw_gbps, r.busbw_gbps, r.wrong,
                       fmt::format("r{}+{:.0f}%", r.slowest_rank, r.slowest_excess * 100));
   if (vs_mpi) line += r.vs_mpi ? fmt::format(" {:>9.2f}", *r.vs_mpi) : fmt::format(" {:>9}", "-");
   return line;

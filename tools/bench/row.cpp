@@ -33,11 +33,12 @@ Row make_row(const Case& c, const std::string& library, const std::vector<LocalR
   for (std::size_t r = 0; r < per_rank.size(); ++r) {
     const LocalResult& lr = per_rank[r];
     const Summary s = summarize(lr.times_us);
-    row.ranks.push_back({static_cast<int>(r), s.mean, s.min, s.max, lr.wrong});
+    row.ranks.push_back({static_cast<int>(r), s.mean, s.min, s.max, lr.loop_us, lr.wrong});
     row.wrong += lr.wrong;
     // A rank with no sendrecv partner only waits; its near-zero times would flatter the statistics.
     if (c.coll == Coll::kSendRecv && sendrecv_partner(static_cast<int>(r), c.world) < 0) continue;
     means.push_back(s.mean);
+    row.loop_us = std::max(row.loop_us, lr.loop_us);
     for (std::size_t i = 0; i < lr.times_us.size() && i < slowest_per_iter.size(); ++i) {
       slowest_per_iter[i] = std::max(slowest_per_iter[i], lr.times_us[i]);
     }
@@ -60,25 +61,32 @@ Row skipped_row(const Case& c, const std::string& library, const std::string& wh
   return row;
 }
 
+namespace {
+// The record: the wrong count (8 bytes), the loop period (8), then the per-call times (8 each).
+constexpr std::size_t kHead = sizeof(uint64_t) + sizeof(double);
+}  // namespace
+
 Store::Bytes encode(const LocalResult& r) {
-  Store::Bytes b(sizeof(uint64_t) + r.times_us.size() * sizeof(double));
+  Store::Bytes b(kHead + r.times_us.size() * sizeof(double));
   const uint64_t wrong = r.wrong;
   std::memcpy(b.data(), &wrong, sizeof wrong);
-  if (!r.times_us.empty()) std::memcpy(b.data() + sizeof wrong, r.times_us.data(), r.times_us.size() * sizeof(double));
+  std::memcpy(b.data() + sizeof wrong, &r.loop_us, sizeof r.loop_us);
+  if (!r.times_us.empty()) std::memcpy(b.data() + kHead, r.times_us.data(), r.times_us.size() * sizeof(double));
   return b;
 }
 
 LocalResult decode(const Store::Bytes& b) {
-  if (b.size() < sizeof(uint64_t) || (b.size() - sizeof(uint64_t)) % sizeof(double) != 0) {
+  if (b.size() < kHead || (b.size() - kHead) % sizeof(double) != 0) {
     throw std::runtime_error("dcomm-bench: a rank's result record has " + std::to_string(b.size()) +
-                             " bytes, not 8 + 8k: ranks run different dcomm-bench builds?");
+                             " bytes, not 16 + 8k: ranks run different dcomm-bench builds?");
   }
   LocalResult r;
   uint64_t wrong = 0;
   std::memcpy(&wrong, b.data(), sizeof wrong);
   r.wrong = wrong;
-  r.times_us.resize((b.size() - sizeof wrong) / sizeof(double));
-  if (!r.times_us.empty()) std::memcpy(r.times_us.data(), b.data() + sizeof wrong, b.size() - sizeof wrong);
+  std::memcpy(&r.loop_us, b.data() + sizeof wrong, sizeof r.loop_us);
+  r.times_us.resize((b.size() - kHead) / sizeof(double));
+  if (!r.times_us.empty()) std::memcpy(r.times_us.data(), b.data() + kHead, b.size() - kHead);
   return r;
 }
 

@@ -16,6 +16,7 @@ namespace dcomm::bench {
 struct RankStats {
   int rank = 0;
   double mean_us = 0, min_us = 0, max_us = 0;
+  double loop_us = 0;  ///< LocalResult::loop_us
   std::size_t wrong = 0;
 };
 
@@ -32,6 +33,9 @@ struct Row {
   /// mean, min, max: across the ranks' mean times; p50, p99: over the iterations, each iteration's time being
   /// its slowest rank's.
   Summary time_us;
+  /// The slowest rank's loop period (LocalResult::loop_us): a call's share of a back-to-back loop, the work between
+  /// calls included, which the per-call times above leave out.
+  double loop_us = 0;
   double algbw_gbps = 0, busbw_gbps = 0;  ///< from time_us.mean
   std::size_t wrong = 0;
   int slowest_rank = -1;
