@@ -68,19 +68,30 @@ bool SlotChannel::all_published(uint64_t m) const {
   return true;
 }
 
-void SlotChannel::note_failed_check(uint64_t n) {
-  agreement(bases_[static_cast<std::size_t>(rank_)]).failed.store(n, std::memory_order_relaxed);
+void SlotChannel::prefetch_told(uint64_t x) const {
+  for (int q = 0; q < size_; ++q) {
+    if (q == rank_) continue;
+    Agreement& theirs = agreement(bases_[static_cast<std::size_t>(q)]);
+    __builtin_prefetch(&agreed_line(theirs, x), 0, 3);
+  }
 }
 
-SlotChannel::Told SlotChannel::told_by_others() const {
+void SlotChannel::note_failed_check(uint64_t n) {
+  for (AgreedLine& line : agreement(bases_[static_cast<std::size_t>(rank_)]).by_block) {
+    line.failed.store(n, std::memory_order_relaxed);
+  }
+}
+
+SlotChannel::Told SlotChannel::told_by_others(uint64_t x) const {
   Told told;
   for (int q = 0; q < size_; ++q) {
     if (q == rank_) continue;
     Agreement& theirs = agreement(bases_[static_cast<std::size_t>(q)]);
-    // `failed` after `agreed` (its writer stores them the other way round): a failure that rank met before its
-    // newest `agreed` is seen here, and one met at a pending exchange is at least that exchange.
-    const uint64_t agreed = theirs.agreed.load(std::memory_order_acquire);
-    if (theirs.failed.load(std::memory_order_relaxed) > verified_) {
+    // `failed` after `agreed` (its writer stores them the other way round): a failure that rank met before the
+    // `agreed` read here is seen here, and one met at a pending exchange is at least that exchange.
+    const AgreedLine& line = agreed_line(theirs, x);
+    const uint64_t agreed = line.agreed.load(std::memory_order_acquire);
+    if (line.failed.load(std::memory_order_relaxed) > verified_) {
       told.failure = true;
     } else {
       told.through = std::max(told.through, agreed);
@@ -90,15 +101,16 @@ SlotChannel::Told SlotChannel::told_by_others() const {
 }
 
 std::string SlotChannel::settle(const Context& c, uint64_t must) {
-  // What the others checked already (their agreement lines): one line a rank, not one per exchange - read at most
-  // once every kSettleBatch exchanges, since a rank that reads every slot rewrites its line at every call.
+  // What the others checked already (their agreement lines): one line a rank, not one per exchange - read once
+  // every kSettleBatch exchanges, at multiples of it (the line of the block before last: slot_layout.hpp).
   if (exchanges_ >= next_told_) {
-    next_told_ = exchanges_ + kSettleBatch;
-    const Told told = told_by_others();
+    next_told_ = (exchanges_ / kSettleBatch + 1) * kSettleBatch;
+    const Told told = told_by_others(exchanges_);
     // Beyond `must`, the pending exchanges wait for a later reading while another rank's line moves on; a failure
     // that rank met, or no line moving past verified_, has this rank compare the calls itself.
-    rely_on_told_ = told.through > verified_ && !told.failure;
-    if (rely_on_told_) verified_ = std::min(told.through, exchanges_);
+    rely_on_told_ = told.through > last_told_ && !told.failure;
+    last_told_ = told.through;
+    if (rely_on_told_ && told.through > verified_) verified_ = std::min(told.through, exchanges_);
   }
   while (verified_ < exchanges_) {
     const uint64_t m = verified_ + 1;

@@ -46,19 +46,32 @@ inline constexpr std::size_t kDataOffset = sizeof(SlotHead);
 static_assert(kDataOffset + SlotChannel::kInlineBytes == SlotChannel::kHeadStride,
               "the head and its inline data fill one cache line (slots.hpp)");
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "slot flags must be lock-free across processes");
-// What a rank that read every slot tells the ranks that did not (SlotChannel::settle): one cache line of its own, after
-// its data areas, written by this rank alone. `agreed`: the newest exchange at which this rank read every rank's
-// call and found all of them alike and valid, with every earlier exchange checked too (stored with release, after
-// `failed`). `failed`: the exchange at which this rank last met a failed check of any exchange (its own call's, a
-// pending one's, or one whose calls it read and found different or not checked), 0 for none.
-struct Agreement {
+// What a rank that read every slot tells the ranks that did not (SlotChannel::settle): lines of its own, after its
+// data areas, written by this rank alone. `agreed`: the newest exchange at which this rank read every rank's call and
+// found all of them alike and valid, with every earlier exchange checked too (stored with release, after `failed`).
+// `failed`: the exchange at which this rank last met a failed check of any exchange (its own call's, a pending one's,
+// or one whose calls it read and found different or not checked), 0 for none.
+// By blocks of kSettleBatch exchanges, `agreed` goes to two lines by turns (exchange n's to by_block[(n /
+// kSettleBatch) % 2]; `failed` to both), so that a rank reading it can take the line of the block before last, which
+// its writer has finished with: fetched a call early and found unchanged (a line its writer rewrites at every call
+// crossed cores at every reading: the 8 B sender's slowest call in eight). 128 bytes apart: the core's prefetcher
+// fetches lines in pairs, and would fetch the line being written with the one read.
+struct alignas(2 * SlotChannel::kHeadStride) AgreedLine {
   std::atomic<uint64_t> agreed;
   std::atomic<uint64_t> failed;
 };
+struct Agreement {
+  AgreedLine by_block[2];
+};
 // Every rank's segment: the heads, then the data areas (page-aligned: the heads fill a page), then its agreement.
 inline constexpr std::size_t kAgreementOffset = SlotChannel::kHeadsBytes + kSlotDepth * kSlotBytes;
-inline constexpr std::size_t kSegmentBytes = kAgreementOffset + SlotChannel::kHeadStride;
-static_assert(sizeof(Agreement) <= SlotChannel::kHeadStride && std::atomic<uint64_t>::is_always_lock_free);
+inline constexpr std::size_t kSegmentBytes = kAgreementOffset + sizeof(Agreement);
+static_assert(sizeof(Agreement) == 4 * SlotChannel::kHeadStride && std::atomic<uint64_t>::is_always_lock_free);
+
+// The line exchange n's `agreed` goes to; a reader at exchange x (a multiple of kSettleBatch) takes agreed_line(x):
+// the line of block x / kSettleBatch - 2, the writer being in block x / kSettleBatch - 1 when it runs behind by 1 to
+// kSettleBatch exchanges. Another line, or one still written, would be as right (`agreed` only grows), only slower.
+inline AgreedLine& agreed_line(Agreement& a, uint64_t n) { return a.by_block[(n / kSettleBatch) & 1]; }
 
 // A call as its slot holds it (compact) and back (expand: the algorithm's name from its row).
 inline SlotCall compact(const CallDescriptor& d, uint32_t algorithm) {

@@ -168,7 +168,6 @@ void SlotChannel::wait_for_room(const Context& c, uint64_t n) {
     // n - 1 alone, a sender a few calls ahead found it unpublished at every call and moved its room by one exchange
     // a call, reading two of its reader's freshly written lines each time. Else the one needed, waited for.
     if (seen < n - 1) {
-      constexpr uint64_t kHalfBack = kCallsAhead / 2;
       if (head(slot(q, n - 1)).flag.load(std::memory_order_acquire) == n - 1) {
         seen = n - 1;
       } else if (const uint64_t half = n - kHalfBack;
@@ -226,7 +225,7 @@ void SlotChannel::exchange(const Context& c, const SlotPlan& p, const void* data
   // are pending, those already complete.
   constexpr uint64_t kCheckLag = kSlotDepth - kCallsAhead;  // see slots.hpp
   const uint64_t must = p.reads == kReadAll ? exchanges_ : n > kCheckLag ? n - kCheckLag : 0;
-  if (verified_ < must || exchanges_ - verified_ >= kSettleBatch) {
+  if (verified_ < must || (exchanges_ >= next_told_ && verified_ < exchanges_)) {
     std::string late = settle(c, must);
     if (!late.empty()) late_notice(c, n, p, late);  // throws
   }
@@ -243,6 +242,8 @@ void SlotChannel::exchange(const Context& c, const SlotPlan& p, const void* data
     // Not where every rank reads every slot: ranks in step read the line beside the one just published, and an
     // all_reduce took 0.30 -> 0.41 us.
     prefetch_for_write(slot(rank_, n + 1));
+    // The agreement lines the next call's settle() reads (written blocks ago: they stay the same until then).
+    if (n == next_told_ && verified_ < n) prefetch_told(n);
     return;
   }
   receive(c, n, p);
@@ -269,8 +270,12 @@ void SlotChannel::exchange(const Context& c, const SlotPlan& p, const void* data
     verified_ = n;  // every call seen (the settle above checked every earlier one)
     room_ = n + kCallsAhead;  // every other rank published n
     if (agree) {
-      // For the ranks that returned early (settle): every call through n alike.
-      agreement(bases_[static_cast<std::size_t>(rank_)]).agreed.store(n, std::memory_order_release);
+      // For the ranks that returned early (settle): every call through n alike. At the end of each block of
+      // kSettleBatch exchanges only: a line written once in 2 x kSettleBatch exchanges stays the same from a
+      // reader's prefetch to its read (slot_layout.hpp).
+      if ((n & (kSettleBatch - 1)) == kSettleBatch - 1) {
+        agreed_line(agreement(bases_[static_cast<std::size_t>(rank_)]), n).agreed.store(n, std::memory_order_release);
+      }
       read_alike_ = true;
     } else {
       note_failed_check(n);

@@ -21,14 +21,17 @@
 // below bounds how far). In batches, not at every call: a sender that looked at every call read the line its reader
 // was about to write (the reader's flag of the oldest pending exchange), a line crossing cores twice per call; a
 // batch reads lines long written (8 B broadcast on 2 ranks bound: 0.19-0.20 us a call -> 0.16-0.17).
-// A pending check takes what another rank checked: a rank that reads every slot (on 2 ranks, every reader) keeps an
-// agreement line of its own (slot_layout.hpp: the newest exchange through which it found every call alike, and the last
-// at which it met a failed check), and a rank with pending checks reads those lines, at most once every
-// kSettleBatch exchanges (their writers rewrite them at every call), taking what they cover as checked. It compares
-// the calls itself only where no line moved past its own checks (no rank reads every slot: a broadcast on 3 or more
-// ranks) or a line reports a failure it has not checked itself, and for the exchanges it must check now (their slots
-// are the next to be reused). The batch's eight reads of slots its reader had just written were a pause of
-// 0.25-0.5 us at every 8th call of a sender (2 ranks bound, 8 B: p99 0.44 us -> 0.21).
+// A pending check takes what another rank checked: a rank that reads every slot (on 2 ranks, every reader) keeps
+// agreement lines of its own (slot_layout.hpp: the newest exchange through which it found every call alike, written
+// at the end of each block of kSettleBatch exchanges to two lines by turns, and the last at which it met a failed
+// check), and a rank with pending checks reads them once every kSettleBatch exchanges, at multiples of it - the line
+// of the block before last, which a sender asks for a call earlier and finds unchanged - taking what they cover as
+// checked. It compares the calls itself only where the lines did not move since its last reading (no rank reads
+// every slot: a broadcast on 3 or more ranks) or a line reports a failure it has not checked itself, and for the
+// exchanges it must check now (their slots are the next to be reused). The batch's eight reads of slots its reader
+// had just written were a pause of 0.25-0.5 us at every 8th call of a sender (2 ranks bound, 8 B: p99 0.44 us ->
+// 0.21); one line its reader rewrote at every call, read at every 8th, still made that call 1.9x the others' median
+// (130-147 ns against 67-73; by blocks, prefetched: 70-75).
 //
 // The flags are the acknowledgements. A rank publishes exchange n only once every other rank has published
 // exchange n - kCallsAhead (a bounded wait naming the rank it waits for), and a rank publishes exchange e only
@@ -81,6 +84,7 @@ inline constexpr uint64_t kCallsAhead = 32;
 inline constexpr uint64_t kSettleBatch = 8;
 static_assert(kCallsAhead >= 1 && kCallsAhead < kSlotDepth, "see the flow control in slots.hpp");
 static_assert(kSettleBatch >= 1 && kSettleBatch <= kSlotDepth - kCallsAhead, "checked before the slots are reused");
+static_assert((kSettleBatch & (kSettleBatch - 1)) == 0, "a power of two: the agreement lines go by its blocks");
 
 class ShmWindows;
 
@@ -229,20 +233,23 @@ class SlotChannel {
   /// late notice in place of the call's data and throws. Out of line: a call's path builds no string.
   [[noreturn, gnu::noinline]] void late_notice(const Context& c, uint64_t n, const SlotPlan& p,
                                                const std::string& late);
-  /// What the other ranks' agreement lines say (slot_layout.hpp): the newest exchange through which one of them read
-  /// every rank's call and found all alike with no failed check since this rank's verified_ (0: none), and whether
-  /// one met a failed check after verified_.
+  /// What the other ranks' agreement lines say (slot_layout.hpp), read at exchange x: the newest exchange through
+  /// which one of them read every rank's call and found all alike with no failed check since this rank's verified_
+  /// (0: none), and whether one met a failed check after verified_.
   struct Told {
     uint64_t through = 0;
     bool failure = false;
   };
-  Told told_by_others() const;
+  Told told_by_others(uint64_t x) const;
+  /// Asks for the agreement lines told_by_others(x) reads (a sender, one call before it reads them).
+  void prefetch_told(uint64_t x) const;
   /// This rank met a failed check at exchange n (its agreement line's `failed`): the ranks that rely on its line
   /// compare the pending calls themselves.
   void note_failed_check(uint64_t n);
   /// Before exchange n, past room_: waits until every other rank has published exchange n - kCallsAhead (see
   /// above), and moves room_ as far as their flags allow.
   void wait_for_room(const Context& c, uint64_t n);
+  static constexpr uint64_t kHalfBack = kCallsAhead / 2;  ///< wait_for_room's second probe, exchanges back
   void publish(uint64_t n, const SlotPlan& plan, const void* data, std::size_t bytes);
   /// After publishing exchange n: the waits and the check for the slots `plan` reads (see exchange()).
   void receive(const Context& c, uint64_t n, const SlotPlan& plan);
@@ -261,8 +268,11 @@ class SlotChannel {
   uint64_t exchanges_ = 0;  ///< exchanges so far; the flag of exchange n is n
   uint64_t verified_ = 0;   ///< every exchange through this one is checked; the later ones are pending
   std::vector<uint64_t> seen_;  ///< per rank, the highest exchange it was seen to have published
-  uint64_t next_told_ = 0;     ///< settle() reads the others' agreement lines again from this exchange on
-  bool rely_on_told_ = false;  ///< their last reading covered the pending exchanges beyond `must` (settle)
+  uint64_t next_told_ = 0;     ///< settle() reads the others' agreement lines again from this exchange on (a
+                               ///< multiple of kSettleBatch)
+  uint64_t last_told_ = 0;     ///< what the last reading of the agreement lines said (Told::through)
+  bool rely_on_told_ = false;  ///< the lines moved at their last reading: a later one will cover the pending
+                               ///< exchanges beyond `must` (settle)
   uint64_t room_ = kCallsAhead;  ///< exchanges through this one need no wait_for_room (min of seen_ + kCallsAhead)
   Past past_[kSlotDepth];             ///< by exchange % kSlotDepth, for the pending ones
   uint8_t note_ = 0;
