@@ -54,10 +54,14 @@ CostParams priced_for(const GroupView& view, CostParams p) {
     }
     // The 1 MiB pattern moves 1 MiB a rank in and 1 MiB out (window_probe.hpp); on a grid of half powers of two,
     // so that two measurements a few percent apart price alike (whole powers moved 88 ps a byte to 116).
+    auto on_grid = [&](double pattern_seconds) {
+      const double per_byte = pattern_seconds / double(std::size_t{1} << 20);
+      return std::max(std::exp2(std::round(2 * std::log2(per_byte)) / 2) - p.gamma, 0.0);
+    };
     if (t.window_streamed_seconds > 0 && p.window_streamed_beta < 0) {
-      const double per_byte = t.window_streamed_seconds / double(std::size_t{1} << 20);
-      p.window_streamed_beta = std::max(std::exp2(std::round(2 * std::log2(per_byte)) / 2) - p.gamma, 0.0);
+      p.window_streamed_beta = on_grid(t.window_streamed_seconds);
     }
+    if (t.window_plain_seconds > 0 && p.window_plain_beta < 0) p.window_plain_beta = on_grid(t.window_plain_seconds);
   }
   return p;
 }
@@ -71,6 +75,7 @@ CostParams device_priced(CostParams p) {
   p.cached_small_windows = false;
   p.window_read_beta = -1;
   p.window_streamed_beta = -1;
+  p.window_plain_beta = -1;
   return p;
 }
 

@@ -369,6 +369,7 @@ class EngineImpl final : public Engine {
     changed->topo.cached_windows = probe.cached;
     changed->topo.cached_small_windows = probe.cached_small;
     changed->topo.window_streamed_seconds = probe.streamed_seconds;
+    changed->topo.window_plain_seconds = probe.plain_seconds;
     changed->topo.window_small_seconds_per_byte = probe.small_seconds_per_byte;
     {
       std::lock_guard<std::mutex> lock(view_mutex_);
@@ -492,6 +493,7 @@ std::unique_ptr<Engine> Engine::create(const GroupView& group, const EngineOptio
     measured->topo.cached_windows = probe.cached;
     measured->topo.cached_small_windows = probe.cached_small;
     measured->topo.window_streamed_seconds = probe.streamed_seconds;
+    measured->topo.window_plain_seconds = probe.plain_seconds;
     measured->topo.window_small_seconds_per_byte = probe.small_seconds_per_byte;
     reprobe = measure && !probe.forced;
     view.hierarchy = std::move(measured);

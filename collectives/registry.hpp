@@ -56,6 +56,12 @@ struct CostParams {
   /// probe: its 1 MiB pattern's time with them, Topology::window_streamed_seconds, per byte copied in and out, on a
   /// grid of half powers of two, less γ, at least 0); negative where not measured (ranks sharing cores).
   double window_streamed_beta = -1;
+  /// With plain stores: the price of a byte read from a window past the first kShmStreamingReadBytes of a call's
+  /// reads, where the lines stream (the group's probe: its 1 MiB pattern's time with plain stores,
+  /// Topology::window_plain_seconds, per byte copied in and out, on the same grid, less γ, at least 0); negative
+  /// where not measured (0 then: such reads priced with the copies around them).
+  double window_plain_beta = -1;
+  double streaming_window_read() const { return window_plain_beta >= 0 ? window_plain_beta : 0.0; }
   /// Whether the engine checks calls: algorithms that do not fuse the check pay its ⌈log₂P⌉ rounds on top.
   bool check_calls = false;
 };

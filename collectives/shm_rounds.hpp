@@ -24,9 +24,11 @@
 // 2·kShmRoundBytes per rank whatever the call's size. From kShmStreamBytes the output is written with
 // non-temporal stores, which saves reading each output line before writing it.
 
+#include <algorithm>
 #include <cstddef>
 
 #include "collectives/context.hpp"
+#include "collectives/registry.hpp"
 
 namespace dcomm::coll {
 
@@ -41,6 +43,19 @@ inline constexpr std::size_t kShmCachedRoundBytes = std::size_t{1} << 20;
 /// With plain stores, how much of a call's window reads wait on lines crossing cores one by one before the
 /// hardware streams them (the cost model's fit, session 7: see cost_shm_rounds).
 inline constexpr std::size_t kShmStreamingReadBytes = std::size_t{256} << 10;
+/// The price of a call's `reads` bytes from windows that plain stores filled: up to kShmStreamingReadBytes at the
+/// probe's small price, past it at its 1 MiB price (CostParams::window_plain_beta). Priced free past it (with the
+/// copies around them, session 7's fit on a VM whose lines crossed fast), the reads left all_reduce[shm_direct] at
+/// a fifth of its time where lines cross slowly: on 2 ranks bound with the 1 MiB pattern at 181 us, 16 MiB priced
+/// 0.63 ms measured 2.7-3.1, and the model took reduce[shm_direct] (3.1-3.2 ms) over cma (2.0-2.3) from 1 to 16 MiB
+/// (session 28, DCOMM_TUNE=off); all_gather[shm_rounds] was taken at 1 and 16 MiB where cma measured 0.72-0.78x its
+/// time (auto / fastest row 1.38, 1.10, 1.28, 1.00 from 1 to 64 MiB; priced so, 0.95, 1.02, 1.04, 1.23). Not for
+/// reduce_scatter[shm_rounds]: priced so, it lost to reduce_scatter[shm_direct], whose window reads are priced at γ
+/// (cost_shm_pipe_exchange), at 1.5-1.8x its time from 1 to 64 MiB: that row would need the same price first.
+inline double cached_window_reads(const CostParams& p, double reads) {
+  const double streaming = static_cast<double>(kShmStreamingReadBytes);
+  return std::min(reads, streaming) * p.small_window_read() + std::max(reads - streaming, 0.0) * p.streaming_window_read();
+}
 
 /// Collective over the group (steps below 1000). Reduces every rank's Context::input into the work buffer of
 /// `root`, or of every rank when `root` < 0, and carries the call check (Context::call). Returns false on every

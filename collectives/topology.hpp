@@ -34,6 +34,9 @@ struct Topology {
   /// The probe's time for its pattern with non-temporal stores (1 MiB a rank in, barrier, out; seconds; 0 where
   /// not measured): what a round of plain stores is held against (window_stores_slow).
   double window_streamed_seconds = 0;
+  /// The same pattern's time with plain stores (0 where not measured): the cost model's price of the window reads
+  /// of a large call that fills the windows with plain stores (CostParams::window_plain_beta).
+  double window_plain_seconds = 0;
   /// The probe's small pattern with plain stores, seconds per byte of the window copied in and out
   /// (WindowProbe::small_seconds_per_byte; 0 where not measured): the cost model's price of small window reads.
   double window_small_seconds_per_byte = 0;

@@ -236,7 +236,8 @@ WindowProbe probe_cached_windows(const GroupView& view, bool measure, std::strin
     if (cached_small && !cached) *note += fmt::format("; plain stores up to {}", format_bytes(kShmSmallCachedBytes));
     if (windows_cross_slowly(small)) *note += "; lines cross cores slowly: the group measures its choices";
   }
-  return WindowProbe{cached, cached_small, all.forced >= 0, measured ? all.streamed : 0.0, small};
+  return WindowProbe{cached, cached_small, all.forced >= 0, measured ? all.streamed : 0.0, measured ? all.plain : 0.0,
+                     small};
 }
 
 bool cached_windows(const Context& c) {

@@ -49,6 +49,7 @@ struct WindowProbe {
   bool cached_small = false;
   bool forced = false;  ///< DCOMM_SHM_CACHED decided (on some rank): measuring again would change nothing
   double streamed_seconds = 0;  ///< the pattern's time with non-temporal stores (0: not measured)
+  double plain_seconds = 0;     ///< the pattern's time with plain stores (0: not measured)
   /// The small pattern (kSmallProbeBytes in, barrier, out, barrier, plain stores) less its two barriers, per byte
   /// of the window (a byte copied in and a byte copied out), on a grid of powers of two (small_price); 0: not
   /// measured. CostParams::window_read_beta comes from it.

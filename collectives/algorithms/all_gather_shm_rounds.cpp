@@ -32,8 +32,7 @@ double cost_shm_rounds_blocks(const CostParams& p, double n, int size, double co
   const double limit = static_cast<double>(cached ? kShmCachedRoundBytes : kShmRoundBytes);
   const double rounds = std::max(1.0, std::ceil(n * written / limit));
   return call_check_cost(p, size) + rounds * p.alpha / 4 +
-         (cached ? std::min(reads, static_cast<double>(kShmStreamingReadBytes)) * p.small_window_read()
-                 : reads * p.beta) +
+         (cached ? cached_window_reads(p, reads) : reads * p.beta) +
          (copied_in + reads) * p.gamma / 2;
 }
 

@@ -62,13 +62,13 @@ double cost_shm_rounds(const CostParams& p, double n, int size) {
   // Where the group's probe found plain stores faster (Topology::cached_windows, collectives/window_probe.hpp) the
   // reads come from the writer's caches, in rounds of 1 MiB. A small call's reads wait on the lines one by one
   // (2 ranks, session 7: 0.20-0.25 ns a byte of the call from 16 to 128 KiB, 0.14 at 256 KiB), priced at β up to
-  // kShmStreamingReadBytes; beyond, the lines stream and cost no more than the copies around them (0.07 ns a byte
-  // at 1 MiB). Those copies at cache speed: a copy of b bytes (two bytes of traffic a byte, where γ stands for
+  // kShmStreamingReadBytes; beyond, the lines stream, at the probe's 1 MiB price (cached_window_reads: 0.07 ns a
+  // byte at 1 MiB there, priced free until session 28). Those copies at cache speed: a copy of b bytes (two bytes of traffic a byte, where γ stands for
   // about four) b·γ/2, the copy in and the copy out (P-1)/P·n each, and the reduction of the slice, n/P bytes out
   // of P inputs, (P+2)/4·γ a byte: at P = 2, n·γ. Measured on 2 ranks against cma (min of 4 alternating runs):
   // 64 KiB 13.1 / 14.5 us, 256 KiB 28.0 / 27.9-39.0, 1 MiB 73.5 / 114-122, 4 MiB 563 / 697-973, 16 MiB 2722 /
   // 4533-4582, 64 MiB 11.0 / 21.3 ms; the model takes this row from 16 KiB and from 1 MiB, cma in between.
-  return start + 2.0 * fraction(size) * std::min(n, static_cast<double>(kShmStreamingReadBytes)) * p.small_window_read() +
+  return start + 2.0 * fraction(size) * cached_window_reads(p, n) +
          (fraction(size) + (size + 2.0) / (4.0 * size)) * n * p.gamma;
 }
 

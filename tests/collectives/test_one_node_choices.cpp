@@ -349,3 +349,40 @@ TEST_CASE("reduce where the window probe measured its streamed price: the root's
   });
   CHECK(test::summarize(recs) == std::vector<std::string>{});
 }
+
+TEST_CASE("plain-store windows: reads past the first 256 KiB at the probe's 1 MiB price; where lines cross slowly "
+          "reduce takes cma, where they cross fast all_reduce keeps shm_direct",
+          "[collectives][engine]") {
+  // Session 28, 2 ranks bound, DCOMM_TUNE=off, the probe's 1 MiB pattern at 181 us with plain stores (296 us
+  // non-temporal), its 64 KiB one at 0.116 ns a byte: the model priced the reads past 256 KiB free and took
+  // reduce[shm_direct] from 1 to 16 MiB (16 MiB priced 0.63 ms), which measured 3.1-3.2 ms against cma's 2.0-2.3
+  // (1 MiB 174-184 us against 123-127, 4 MiB 695-701 against 511-601). Session 7's Zen 4 VM, where the 1 MiB
+  // pattern took 46 us with plain stores (123 non-temporal) and all_reduce[shm_direct] 0.5-0.65x cma's time from
+  // 1 to 64 MiB, must keep that row.
+  const CostParams p = test::one_node_params();
+  auto recs = test::run_group(2, [&](const GroupView& node, test::RankRecord& rec) {
+    auto probed = [&](double plain_seconds, double streamed_seconds, double small_per_byte) {
+      return test::with_topology(node, [&](Topology& t) {
+        t.shares_cores = false;
+        t.cached_windows = true;
+        t.cached_small_windows = true;
+        t.window_small_seconds_per_byte = small_per_byte;
+        t.window_plain_seconds = plain_seconds;
+        t.window_streamed_seconds = streamed_seconds;
+      });
+    };
+    const GroupView slow = probed(181e-6, 296e-6, std::exp2(-33.0));
+    const GroupView fast = probed(46e-6, 123e-6, std::exp2(-35.0));
+    for (std::size_t bytes : {std::size_t{1} << 20, std::size_t{4} << 20, std::size_t{16} << 20}) {
+      const std::string got = cheapest(sample_args(Collective::kReduce, bytes, 2), slow, p)->name;
+      if (got != "cma") rec.failures.push_back(fmt::format("lines crossing slowly, reduce of {} B: {}", bytes, got));
+    }
+    for (std::size_t bytes = std::size_t{1} << 20; bytes <= (std::size_t{64} << 20); bytes *= 4) {
+      const std::string got = cheapest(sample_args(Collective::kAllReduce, bytes, 2), fast, p)->name;
+      if (got != "shm_direct") {
+        rec.failures.push_back(fmt::format("lines crossing fast, all_reduce of {} B: {}", bytes, got));
+      }
+    }
+  });
+  CHECK(test::summarize(recs) == std::vector<std::string>{});
+}
