@@ -1,0 +1,117 @@
+// The Engine's measurements (engine_impl.hpp): the tuner's at the first call of a size class (tuner.hpp), and the
+// window stores measured again as large calls go by (window_probe.hpp).
+
+#include "collectives/engine_impl.hpp"
+
+#include <fmt/format.h>
+
+#include <dcomm/error.hpp>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "collectives/call_check.hpp"
+#include "collectives/call_shape.hpp"
+#include "collectives/context.hpp"
+#include "collectives/cost_model.hpp"
+#include "collectives/rules.hpp"
+#include "collectives/selector.hpp"
+#include "collectives/topology.hpp"
+#include "collectives/tuner.hpp"
+#include "collectives/window_probe.hpp"
+#include "common/log.hpp"
+
+namespace dcomm::coll {
+
+// A call of a size class the tuner has not measured (tuner.hpp), whose choice is the cost model's: checks it on
+// every rank (an invalid or mismatched call fails there, alike everywhere, as it would have without the tuner),
+// then measures every algorithm of the class with calls numbered apart from the group's, and learns the
+// fastest. Returns whether the call was checked. The measurement's calls come back through run() with their
+// algorithm named, so they are never measured themselves.
+bool EngineImpl::measure_first(const Args& args, const Deadline& deadline, uint64_t seq) {
+  if (measuring_) return false;
+  const int cls = tune_class(args, view_.size);
+  const int set = rule_set_;  // the set it is measured into
+  if (cls < 0 || tuned_classes_.count({args.coll, cls, set}) != 0 || selector_.decided(args, view_)) return false;
+  if (tune_by_windows_ && model_bytes(args, view_.size) >= window_tune_max_bytes(set, args.coll)) return false;
+  learn(args, "", deadline, seq, {}, CallShape::of(args), selector_.generation());  // refuses an invalid call
+  try {
+    Context c(args, view_, deadline, seq, repeat_.mine->what, chunk_for(args));
+    check_calls_match(c, &repeat_.call);
+  } catch (...) {
+    // This rank's shape is valid, but the group's calls were not all this one: not a repeat, so that the next
+    // call of this shape comes here again, as it does on the ranks whose calls differed.
+    repeat_.forget();
+    throw;
+  }
+  // Every rank's call is this one: every rank measures this class now, once.
+  tuned_classes_.insert({args.coll, cls, set});
+  measuring_ = true;
+  TuneResult result;
+  try {
+    result = measure_algorithms(args, view_, *repeat_.algo, seq, [&](const Args& a, const std::string& algorithm) {
+      run(a, algorithm, Deadline::after(deadline.timeout()), kTuneSeqBase | (tune_calls_++ & kTuneSeqMask), {});
+    });
+  } catch (const Error& e) {
+    measuring_ = false;
+    rethrow_prefixed(e, fmt::format("{} rank {}/{} (call #{} of this group): while measuring its algorithms "
+                                    "before it runs (DCOMM_TUNE; off turns it off): ",
+                                    to_string(args.coll), view_.rank, view_.size, seq));
+  } catch (...) {
+    measuring_ = false;
+    throw;
+  }
+  measuring_ = false;
+  if (result.algorithm.empty()) return true;
+  Rule rule;
+  rule.coll = args.coll;
+  rule.ranks = view_.size;
+  rule.min_bytes = uint64_t{1} << cls;
+  rule.max_bytes = uint64_t{1} << (cls + 1);
+  rule.algorithm = result.algorithm;
+  DCOMM_DEBUG("collectives engine rank {}/{}: {} measured, {}: {}", view_.rank, view_.size, to_string(args.coll),
+              describe(rule), result.how);
+  selector_.add_learned(std::move(rule), std::move(result.how));
+  if (!tune_out_.empty() && view_.rank == 0) save_learned(tune_out_, selector_.learned_rules());
+  return true;
+}
+
+// Before the call after the one that made the probe due (so that a rank that died in between fails the call that
+// could not complete, not the one that did), or right after a call check that carried a rank's note that its
+// windows were slow: every rank at the same point of the same call. `during` names it for errors and the log.
+void EngineImpl::probe_again(const Deadline& deadline, const std::string& during) {
+  probe_due_ = false;
+  slow_calls_ = 0;
+  bytes_since_probe_ = 0;
+  calls_since_probe_ = 0;
+  std::string note;
+  const WindowProbe probe = probe_cached_windows(view_, true, &note, deadline, during, &probe_rig_);
+  DCOMM_DEBUG("collectives engine rank {}/{}: window stores measured again ({}): {}", view_.rank, view_.size, during,
+              note);
+  // The new yardstick for the watch (note_window_round) in any case; the choices only when the answer changed:
+  // the stores (large or small calls'), or where plain ones fill small calls' windows, the price of small rounds
+  // (on its grid: small_price).
+  const bool changed_stores = probe.cached != view_.hierarchy->topo.cached_windows;
+  const bool changed_answer =
+      changed_stores || probe.cached_small != view_.hierarchy->topo.cached_small_windows ||
+      (probe.cached_small && probe.small_seconds_per_byte != view_.hierarchy->topo.window_small_seconds_per_byte);
+  if (changed_stores) {
+    DCOMM_INFO("collectives engine rank {}/{}: shared-memory windows now filled with {} ({})", view_.rank,
+               view_.size, probe.cached ? "plain stores" : "non-temporal stores", note);
+  }
+  auto changed = std::make_shared<Hierarchy>(*view_.hierarchy);
+  changed->topo.cached_windows = probe.cached;
+  changed->topo.cached_small_windows = probe.cached_small;
+  changed->topo.window_streamed_seconds = probe.streamed_seconds;
+  changed->topo.window_plain_seconds = probe.plain_seconds;
+  changed->topo.window_small_seconds_per_byte = probe.small_seconds_per_byte;
+  {
+    std::lock_guard<std::mutex> lock(view_mutex_);
+    view_.hierarchy = std::move(changed);
+  }
+  window_set_ = window_rule_set(view_.hierarchy->topo);
+  if (changed_answer) selector_.invalidate();
+}
+
+}  // namespace dcomm::coll
