@@ -63,7 +63,7 @@ struct alignas(2 * SlotChannel::kHeadStride) AgreedLine {
 struct Agreement {
   AgreedLine by_block[2];
 };
-// Every rank's segment: the heads, then the data areas (page-aligned: the heads fill a page), then its agreement.
+// Every rank's segment: the heads, then the data areas (page-aligned: the heads fill whole pages), then its agreement.
 inline constexpr std::size_t kAgreementOffset = SlotChannel::kHeadsBytes + kSlotDepth * kSlotBytes;
 inline constexpr std::size_t kSegmentBytes = kAgreementOffset + sizeof(Agreement);
 static_assert(sizeof(Agreement) == 4 * SlotChannel::kHeadStride && std::atomic<uint64_t>::is_always_lock_free);

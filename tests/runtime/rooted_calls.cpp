@@ -331,7 +331,8 @@ void check_rooted_mismatch_later(ProcessGroup& pg, std::vector<std::string>& fai
   };
   const std::string names_odd = fmt::format("rank {} called", odd);
   constexpr int kBefore = static_cast<int>(coll::kSlotDepth) + 7;  // the slots have gone round before it
-  constexpr int kAfter = 60;  // more than a rank that returned may take to learn (slots.hpp: kSlotDepth - kCallsAhead)
+  // More than a rank that returned may take to learn (slots.hpp: kSlotDepth - kCallsAhead).
+  constexpr int kAfter = static_cast<int>(coll::kSlotDepth - coll::kCallsAhead) + 12;
   int salt = 5000;
   // The mismatch at three places in the blocks of kSettleBatch exchanges by which a reading rank's agreement lines
   // go (slot_layout.hpp): a line that covered the mismatch wrongly would show at one of them.
