@@ -24,6 +24,28 @@
 using namespace dcomm;
 using namespace dcomm::coll;
 
+namespace {
+
+// What a window probe measured on a node whose ranks have cores of their own (Topology's window fields): plain
+// stores or not, the 1 MiB pattern's time each way, the 64 KiB pattern's price a byte (0: not measured).
+struct Probed {
+  bool plain = false;
+  double plain_seconds = 0, streamed_seconds = 0, small_per_byte = 0;
+};
+
+GroupView probed_view(const GroupView& node, const Probed& m) {
+  return test::with_topology(node, [&](Topology& t) {
+    t.shares_cores = false;
+    t.cached_windows = m.plain;
+    t.cached_small_windows = m.plain;
+    t.window_small_seconds_per_byte = m.small_per_byte;
+    t.window_plain_seconds = m.plain_seconds;
+    t.window_streamed_seconds = m.streamed_seconds;
+  });
+}
+
+}  // namespace
+
 TEST_CASE(
     "one node: all_to_all takes single copies (cma) to 1 MiB, the pipe from 4 MiB; reduce the pipe on 2 ranks; "
     "all_reduce single copies from 64-256 KiB, all_gather from 64 KiB",
@@ -326,17 +348,9 @@ TEST_CASE("reduce where the window probe measured its streamed price: the root's
   // root reads every one of them through a window, as the rooted shm_direct rows do (cost_shm_pipe_rooted).
   const CostParams p = test::one_node_params();
   auto recs = test::run_group(2, [&](const GroupView& node, test::RankRecord& rec) {
-    auto probed = [&](bool plain, double streamed_seconds) {
-      return test::with_topology(node, [&](Topology& t) {
-        t.shares_cores = false;
-        t.cached_windows = plain;
-        t.cached_small_windows = plain;
-        t.window_small_seconds_per_byte = plain ? std::exp2(-33.0) : 0.0;
-        t.window_streamed_seconds = streamed_seconds;
-      });
-    };
     for (const auto& [plain, seconds] : {std::pair{true, 154e-6}, std::pair{false, 287e-6}}) {
-      const GroupView view = probed(plain, seconds);
+      const GroupView view = probed_view(
+          node, {.plain = plain, .streamed_seconds = seconds, .small_per_byte = plain ? std::exp2(-33.0) : 0.0});
       for (std::size_t bytes = std::size_t{16} << 10; bytes <= (std::size_t{64} << 20); bytes *= 4) {
         const std::string got = cheapest(sample_args(Collective::kReduce, bytes, 2), view, p)->name;
         const bool small = bytes <= (std::size_t{256} << 10);
@@ -361,18 +375,8 @@ TEST_CASE("plain-store windows: reads past the first 256 KiB at the probe's 1 Mi
   // 1 to 64 MiB, must keep that row.
   const CostParams p = test::one_node_params();
   auto recs = test::run_group(2, [&](const GroupView& node, test::RankRecord& rec) {
-    auto probed = [&](double plain_seconds, double streamed_seconds, double small_per_byte) {
-      return test::with_topology(node, [&](Topology& t) {
-        t.shares_cores = false;
-        t.cached_windows = true;
-        t.cached_small_windows = true;
-        t.window_small_seconds_per_byte = small_per_byte;
-        t.window_plain_seconds = plain_seconds;
-        t.window_streamed_seconds = streamed_seconds;
-      });
-    };
-    const GroupView slow = probed(181e-6, 296e-6, std::exp2(-33.0));
-    const GroupView fast = probed(46e-6, 123e-6, std::exp2(-35.0));
+    const GroupView slow = probed_view(node, {true, 181e-6, 296e-6, std::exp2(-33.0)});
+    const GroupView fast = probed_view(node, {true, 46e-6, 123e-6, std::exp2(-35.0)});
     for (std::size_t bytes : {std::size_t{1} << 20, std::size_t{4} << 20, std::size_t{16} << 20}) {
       const std::string got = cheapest(sample_args(Collective::kReduce, bytes, 2), slow, p)->name;
       if (got != "cma") rec.failures.push_back(fmt::format("lines crossing slowly, reduce of {} B: {}", bytes, got));
