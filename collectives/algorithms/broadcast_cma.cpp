@@ -12,14 +12,16 @@
 //      or writes its buffer.
 // No two copies touch the same bytes: a rank writes slice q of another's buffer only where q is its own slice, and
 // reads into its own buffer only its own slice.
-// Cost: the check's rounds (carrying the addresses) + (1 + (P-2)/4)α for the last round + (P-1)/P·nβ; where ranks
-// share cores, the copies do not overlap: (P-1)·nβ, and ⌈log₂P⌉α more for the exchange of addresses (a wait for
-// every rank to be scheduled). Regular broadcast, host memory, one host. By name only, for now: 2 ranks bound
-// (2026-12-07, 50 calls, two runs), mean us against chain's and OpenMPI's: 1 MiB 18-21 / 25-27 / 48-56, 4 MiB
-// 175-179 / 212-239 / 350-356, 16 MiB 787 / 1,329-1,415 / 1,432-1,468, but 64 KiB 4.3-6.0 / 3.4-4.7 / 3.7-4.0 (the
-// address exchange and the last round are two slot exchanges, which this price leaves out), and the model, pricing
-// it below chain at every size, took it at 64 KiB too.
-
+// Cost: the check's rounds (carrying the addresses) + (1 + (P-2)/4)α for the last round + (P-1)α for the system
+// calls (one a peer: a non-root rank's read and its P-2 writes, the root's P-1 writes; α each, as all_reduce[cma]
+// prices them) + (P-1)/P·nβ; where ranks share cores, the copies do not overlap: (P-1)·nβ, and ⌈log₂P⌉α more for
+// the exchange of addresses (a wait for every rank to be scheduled). Regular broadcast, host memory, one host.
+// A candidate of the model and the tuner since session 29: 2 ranks bound (2026-12-07, dcomm-bench --algo all, mean
+// us, 50-2000 calls) cma / the fastest other row / OpenMPI: 16 KiB 2.2 / 3.4 / 1.7-1.9, 64 KiB 3.4 / 3.9-4.1 /
+// 3.9-4.0, 256 KiB 8.9 / 8.9 / 12.2, 1 MiB 25.6 / 30.1 / 91.8, 4 MiB 239 / 259 / 450, 16 MiB 900 / 1,053 / 1,758,
+// 64 MiB 6.3 / 7.2 ms / 15.1 ms; below 8 KiB its fixed ~2 us (the exchanges and two system calls) loses to the
+// slot's 0.3-0.5. Before session 29 it was by name only: then its two slot exchanges made 64 KiB 4.3-6.0 us against
+// chain's 3.4-4.7, and its price left out the system calls.
 #include <algorithm>
 
 #include "collectives/algorithms/algorithms.hpp"
@@ -78,7 +80,8 @@ void run_broadcast_cma(Context& c) {
 double cost_broadcast_cma(const CostParams& p, double n, int size) {
   const double copies = p.shared_cores ? (size - 1) * n : fraction(size) * n;
   const double exchange = p.shared_cores ? log2_rounds(size) * p.alpha : 0.0;
-  return ((1.0 + 0.25 * (size - 2)) * p.alpha + copies * p.beta) + call_check_cost(p, size) + exchange;
+  const double system_calls = (size - 1) * p.alpha;
+  return ((1.0 + 0.25 * (size - 2)) * p.alpha + system_calls + copies * p.beta) + call_check_cost(p, size) + exchange;
 }
 
 // This algorithm's row of the table (collectives/registry.hpp), registered before main().
@@ -86,7 +89,7 @@ const Registration kRow{{Collective::kBroadcast, "cma",
                          "one node: every rank moves a slice of the root's bytes into every other rank's buffer, "
                          "single copies with process_vm_readv/writev",
                          supports_cma_blocks, run_broadcast_cma, cost_broadcast_cma, /*fuses_check=*/true,
-                         /*by_name_only=*/true}};
+                         /*by_name_only=*/false}};
 
 }  // namespace
 
