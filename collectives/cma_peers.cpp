@@ -112,6 +112,29 @@ CmaStatus cma_copy(const Context& c, const CmaPeers& peers, int q, bool write, u
   return CmaStatus{err, c.rank(), q, write ? 1 : 0, bytes};
 }
 
+// The root copies the head of every other rank's block, from r + 1 on in a scatter and r - 1 down in a gather (as
+// the rows did before they shared the copy); each other rank the rest of its own, the other way.
+CmaStatus cma_share_blocks(const Context& c, const CmaPeers& peers, int root, bool to_root, char* blocks, char* own,
+                           std::size_t bytes) {
+  const int p = c.size();
+  const int r = c.rank();
+  const std::size_t head = cma_root_share(bytes, p);
+  CmaStatus status;
+  if (r == root) {
+    for (int s = 1; s < p && status.ok() && head > 0; ++s) {
+      const int q = (to_root ? r - s + p : r + s) % p;
+      const CmaHello& at = peers.hello[static_cast<std::size_t>(q)];
+      status = cma_copy(c, peers, q, !to_root, to_root ? at.input : at.work, blocks + static_cast<std::size_t>(q) * bytes,
+                        head);
+    }
+  } else if (bytes > head) {
+    const CmaHello& at = peers.hello[static_cast<std::size_t>(root)];
+    const uint64_t remote = (to_root ? at.work : at.input) + static_cast<uint64_t>(r) * bytes + head;
+    status = cma_copy(c, peers, root, to_root, remote, own + head, bytes - head);
+  }
+  return status;
+}
+
 // Step 3: every rank's status to every other. Each rank hears every other out, even after a failure of its own,
 // so that none exits while another may still copy its memory, and blames the root cause: a failed copy from a
 // rank that reported a failure itself is a consequence (that rank left because of its own), so the failure to

@@ -10,7 +10,8 @@
 //      returns (letting its buffers go) before all have said so (finish). A failed read or write (a peer that exited:
 //      ESRCH; a refused one: EPERM) reaches every rank, and each throws an error naming the rank that failed and the
 //      rank whose memory it touched (fail).
-// Users: all_reduce[cma] and reduce[cma] (collectives/cma_slices.hpp), all_to_all[cma], all_gather[cma].
+// Users: all_reduce[cma] and reduce[cma] (collectives/cma_slices.hpp), all_to_all[cma], all_gather[cma],
+// broadcast[cma], gather[cma], scatter[cma].
 
 #include <cstddef>
 #include <cstdint>
@@ -57,6 +58,13 @@ struct CmaPeers {
   std::vector<int> pid;
 };
 
+/// Where a block moves between the root and one other rank (scatter[cma], gather[cma]), both copy part of it at
+/// once: the root its first 1/P (on 64-byte lines: 0 below P lines), the other rank the rest. Every rank then
+/// copies about (P-1)/P of a block, where a single copy by either side moves it all on one core.
+inline std::size_t cma_root_share(std::size_t bytes, int p) {
+  return bytes / static_cast<std::size_t>(p) & ~std::size_t{63};
+}
+
 /// Step 1, collective over the group, steps [step, step + 1 + ⌈log₂P⌉); carries the call check (Context::call)
 /// on its rounds. Announces `input` and `work`. Returns false on every rank when the group cannot use cross-memory
 /// attach (`use` then says so for the calls to come). With `use` already kNo it only runs the check.
@@ -65,6 +73,12 @@ bool cma_exchange(const Context& c, CmaUse& use, const void* input, const void* 
 /// Step 2: copies `bytes` between `local` and `addr` in rank q's memory (a write into it when `write`).
 CmaStatus cma_copy(const Context& c, const CmaPeers& peers, int q, bool write, uint64_t addr, char* local,
                    std::size_t bytes);
+
+/// Step 2 of gather[cma] (`to_root`) and scatter[cma]: block q of `bytes` moves between the root's `blocks` (block q
+/// at q·bytes: its output in a gather, its input in a scatter) and rank q's own buffer `own` (its input, or its
+/// output), the root copying its head (cma_root_share) and rank q the rest, at once. Returns this rank's outcome.
+CmaStatus cma_share_blocks(const Context& c, const CmaPeers& peers, int root, bool to_root, char* blocks, char* own,
+                           std::size_t bytes);
 
 /// Step 3, collective, one step: every rank's status to every other; returns the failure to report (its root
 /// cause), or an ok status. Throws the wait's own error (a dead peer) where no rank reported a failure.

@@ -72,8 +72,10 @@ double cost_shm_pipe_exchange(const CostParams& p, double n, int size);
 /// all_reduce[cma] and reduce[cma] (collectives/cma_slices.hpp) share when they apply and their price, given the
 /// bytes a rank moves through process_vm_readv/writev and the system calls it makes per piece of its slice.
 bool supports_cma(const Args& args, const GroupView& view);
-/// The block-moving cma rows (all_gather, gather, all_to_all): supports_cma, host output, not the v-variants.
+/// The block-moving cma rows (all_gather, gather, scatter, all_to_all, broadcast): supports_cma, host output, not the v-variants.
 bool supports_cma_blocks(const Args& args, const GroupView& view);
 double cost_cma(const CostParams& p, double bytes, int size, double cma_bytes, double copies_per_piece);
+/// gather[cma] and scatter[cma]: the root and each block's other rank copy parts of it at once (cma_root_share).
+double cost_cma_blocks(const CostParams& p, double n, int size);
 
 }  // namespace dcomm::coll

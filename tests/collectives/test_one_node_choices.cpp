@@ -391,24 +391,29 @@ TEST_CASE("plain-store windows: reads past the first 256 KiB at the probe's 1 Mi
   CHECK(test::summarize(recs) == std::vector<std::string>{});
 }
 
-TEST_CASE("broadcast on 2 ranks with a core each: single copies (cma) from 16 KiB where lines cross slowly, a "
-          "latency row below 8 KiB",
+TEST_CASE("broadcast, scatter and gather on 2 ranks with a core each: single copies (cma) shared by both ranks from "
+          "64 KiB where lines cross slowly, a latency row below 8 KiB",
           "[collectives][engine]") {
-  // Session 29, 2 ranks bound, dcomm-bench --algo all (mean us), cma / the fastest other row / OpenMPI: 16 KiB
-  // 2.2 / 3.4 / 1.7-1.9, 64 KiB 3.4 / 3.9-4.1 / 3.9-4.0, 1 MiB 25.6 / 30.1 / 91.8, 16 MiB 900 / 1,053 / 1,758, 64 MiB
-  // 6.3 / 7.2 / 15.1 ms; 1-4 KiB 2.0-2.1 against the slot's 0.4-0.5. The row was by name only before (the model
-  // took binomial or chain there). Where the probe's small pattern is fast, shm_rounds (the test above).
+  // Session 29, 2 ranks bound, dcomm-bench --algo all (mean us), cma / the fastest other row / OpenMPI: broadcast 16
+  // KiB 2.2 / 3.4 / 1.7-1.9, 64 KiB 3.4 / 3.9-4.1 / 3.9-4.0, 1 MiB 25.6 / 30.1 / 91.8, 16 MiB 900 / 1,053 / 1,758, 64
+  // MiB 6.3 / 7.2 / 15.1 ms; 1-4 KiB 2.0-2.1 against the slot's 0.4-0.5. scatter (gather) with the copy of each
+  // block shared by the root and its other rank: 64 KiB 3.1 (3.3) / linear 3.6 (4.0) / 3.7 (3.3), 256 KiB 7.6 (8.0)
+  // / 10.2 (9.7) / 9.9 (10.6), 16 MiB 1,044-1,124 (1,053-1,056) / 1,274-1,293 (1,261) / 1,408-1,463 (1,469-1,510).
+  // broadcast[cma] was by name only before, and scatter[cma] did not exist: the model took binomial, chain or
+  // linear there. Where the probe's small pattern is fast, shm_rounds (the test above).
   CostParams p = test::one_node_params();
   p.check_calls = true;  // as the engine prices
   auto recs = test::run_group(2, [&](const GroupView& node, test::RankRecord& rec) {
     const GroupView slow = probed_view(node, {true, 181e-6, 296e-6, std::exp2(-33.0)});
-    for (std::size_t bytes = std::size_t{16} << 10; bytes <= (std::size_t{64} << 20); bytes *= 4) {
-      const std::string got = cheapest(sample_args(Collective::kBroadcast, bytes, 2), slow, p)->name;
-      if (got != "cma") rec.failures.push_back(fmt::format("broadcast of {} B: {}", bytes, got));
-    }
-    for (std::size_t bytes : {std::size_t{8}, std::size_t{1} << 10, std::size_t{4} << 10}) {
-      const std::string got = cheapest(sample_args(Collective::kBroadcast, bytes, 2), slow, p)->name;
-      if (got == "cma") rec.failures.push_back(fmt::format("broadcast of {} B: cma", bytes));
+    for (Collective coll : {Collective::kBroadcast, Collective::kScatter, Collective::kGather}) {
+      for (std::size_t bytes = std::size_t{64} << 10; bytes <= (std::size_t{64} << 20); bytes *= 4) {
+        const std::string got = cheapest(sample_args(coll, bytes, 2), slow, p)->name;
+        if (got != "cma") rec.failures.push_back(fmt::format("{} of {} B: {}", to_string(coll), bytes, got));
+      }
+      for (std::size_t bytes : {std::size_t{8}, std::size_t{1} << 10, std::size_t{4} << 10}) {
+        const std::string got = cheapest(sample_args(coll, bytes, 2), slow, p)->name;
+        if (got == "cma") rec.failures.push_back(fmt::format("{} of {} B: cma", to_string(coll), bytes));
+      }
     }
   });
   CHECK(test::summarize(recs) == std::vector<std::string>{});

@@ -7,12 +7,12 @@
 //     each rank checks against the serial reference and the ranks compare digests. MP_CMA_DENY_RANK=r makes
 //     rank r refuse cross-memory attach (DCOMM_SHM_CMA=0 in its environment only): the group must agree and
 //     fall back on every rank, with the same results.
-//     Then all_to_all, all_gather, gather and broadcast [cma], reduce[shm_pipe] and broadcast, all_gather, gather, scatter,
+//     Then all_to_all, all_gather, gather, scatter and broadcast [cma], reduce[shm_pipe] and broadcast, all_gather, gather, scatter,
 //     all_to_all and reduce_scatter [shm_direct] (shm_pipe.hpp) at counts around their 256 KiB pieces and past their
 //     rings of slots, every root in turn, in place or not.
 //   mp_cma kill [COLLECTIVE]: rank 1 is killed (SIGKILL from a thread of its own) while the group runs 16 MiB
 //     all_reduce[cma] calls, mostly in the middle of single copies (or all_to_all[cma], all_gather[cma] or
-//     gather[cma] or broadcast[cma] calls (all_gather_cma, gather_cma, broadcast_cma), or
+//     gather[cma], scatter[cma] or broadcast[cma] calls (all_gather_cma, gather_cma, scatter_cma, broadcast_cma), or
 //     COLLECTIVE[shm_direct] calls: broadcast or all_gather, or reduce[shm_pipe], mostly mid pipe); every survivor
 //     must print an error naming rank 1 and exit 3.
 //   dcomm-run --nproc-per-node 3 -- mp_cma check|kill [COLLECTIVE]
@@ -133,11 +133,11 @@ int check() {
       }
     }
   }
-  // all_to_all, all_gather, gather and broadcast [cma] and reduce[shm_pipe]: the pipes' counts (around a piece;
+  // all_to_all, all_gather, gather, scatter and broadcast [cma] and reduce[shm_pipe]: the pipes' counts (around a piece;
   // blocks that end mid-word), every root in turn, in place or not.
   for (auto [coll, name] : {std::pair{Collective::kAllToAll, "cma"}, std::pair{Collective::kAllGather, "cma"},
-                            std::pair{Collective::kGather, "cma"}, std::pair{Collective::kBroadcast, "cma"},
-                            std::pair{Collective::kReduce, "shm_pipe"}}) {
+                            std::pair{Collective::kGather, "cma"}, std::pair{Collective::kScatter, "cma"},
+                            std::pair{Collective::kBroadcast, "cma"}, std::pair{Collective::kReduce, "shm_pipe"}}) {
     const Algorithm* algo = find_algorithm(coll, name);
     if (algo == nullptr) {
       rec.failures.push_back(fmt::format("no {}[{}]", to_string(coll), name));
@@ -176,9 +176,11 @@ int check() {
 }
 
 int kill(const std::string& what) {
-  // "all_gather_cma", "gather_cma", "broadcast_cma": all_gather[cma], gather[cma] (root 0 reads), broadcast[cma]
-  // (every rank reads or writes a slice), single copies like all_to_all[cma].
-  const bool single = what == "all_to_all" || what == "all_gather_cma" || what == "gather_cma" || what == "broadcast_cma";
+  // "all_gather_cma", "gather_cma", "scatter_cma", "broadcast_cma": all_gather[cma], gather[cma] and scatter[cma] (root
+  // 0 and each other rank copy parts of its block), broadcast[cma] (every rank reads or writes a slice), single
+  // copies like all_to_all[cma].
+  const bool single = what == "all_to_all" || what == "all_gather_cma" || what == "gather_cma" ||
+                      what == "scatter_cma" || what == "broadcast_cma";
   const std::string collective = single && what != "all_to_all" ? what.substr(0, what.size() - 4) : what;
   const std::string algo = single                   ? collective + ":cma"
                            : collective == "reduce" ? "reduce:shm_pipe"
@@ -199,6 +201,8 @@ int kill(const std::string& what) {
       pg->reduce(dcomm::Buffer(x), dcomm::Buffer(all.data(), x.size()), 0, dcomm::ReduceOp::kMax);
     } else if (collective == "gather") {
       pg->gather(dcomm::Buffer(x), dcomm::Buffer(all), 0);
+    } else if (collective == "scatter") {
+      pg->scatter(dcomm::Buffer(all), dcomm::Buffer(x), 0);
     } else if (collective == "broadcast") {
       pg->broadcast(dcomm::Buffer(x), 0);
     } else {
@@ -229,7 +233,7 @@ int main(int argc, char** argv) {
     if (argc == 2 && std::strcmp(argv[1], "check") == 0) return check();
     if (argc >= 2 && std::strcmp(argv[1], "kill") == 0) return kill(argc == 3 ? argv[2] : "");
     std::fprintf(stderr,
-                 "usage: mp_cma check|kill [broadcast|all_gather|all_gather_cma|gather_cma|broadcast_cma|all_to_all|reduce]\n");
+                 "usage: mp_cma check|kill [broadcast|all_gather|all_gather_cma|gather_cma|scatter_cma|broadcast_cma|all_to_all|reduce]\n");
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mp_cma: %s\n", e.what());
