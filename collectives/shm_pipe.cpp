@@ -263,9 +263,14 @@ double cost_shm_pipe_exchange(const CostParams& p, double n, int size) {
   // shm_direct crossed when measured (docs/algorithms.md): 1-2 MiB on 2 ranks, 1-4 MiB on 4. reduce_scatter's pipe
   // is the same exchange with a reduction where it takes: priced at α/4 a piece, the model chose it over
   // reduce_scatter[shm_rounds], which measured 0.55-0.85x its time from 64 KiB to 64 MiB on 2-4 ranks (session 10).
+  // Where the probe measured non-temporal window stores (ranks with cores of their own: reader_bound_stores), every
+  // byte a rank takes is read from memory, as in the rooted pipes (cost_shm_pipe_rooted): priced at γ alone the
+  // model took all_to_all[shm_direct] at 4-64 MiB on 2 ranks bound, 1.5-1.8x cma's time at 4-16 MiB (session 29,
+  // DCOMM_TUNE=off: 4 MiB 580-640 us against 382-398).
   const auto block = static_cast<std::size_t>(n / std::max(size, 1));
   const double pieces = static_cast<double>(pipe_pieces(PipeLanes::kPerPeer, size, block, p.shared_cores));
-  return (2.0 + 4.0 * (size - 1) * pieces) * p.alpha + 2.0 * fraction(size) * n * p.gamma;
+  return (2.0 + 4.0 * (size - 1) * pieces) * p.alpha + 2.0 * fraction(size) * n * p.gamma +
+         cost_shm_pipe_streamed(p, fraction(size) * n);
 }
 
 double cost_shm_pipe_streamed(const CostParams& p, double bytes) {

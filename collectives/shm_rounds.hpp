@@ -50,8 +50,9 @@ inline constexpr std::size_t kShmStreamingReadBytes = std::size_t{256} << 10;
 /// 0.63 ms measured 2.7-3.1, and the model took reduce[shm_direct] (3.1-3.2 ms) over cma (2.0-2.3) from 1 to 16 MiB
 /// (session 28, DCOMM_TUNE=off); all_gather[shm_rounds] was taken at 1 and 16 MiB where cma measured 0.72-0.78x its
 /// time (auto / fastest row 1.38, 1.10, 1.28, 1.00 from 1 to 64 MiB; priced so, 0.95, 1.02, 1.04, 1.23). Not for
-/// reduce_scatter[shm_rounds]: priced so, it lost to reduce_scatter[shm_direct], whose window reads are priced at γ
-/// (cost_shm_pipe_exchange), at 1.5-1.8x its time from 1 to 64 MiB: that row would need the same price first.
+/// reduce_scatter[shm_rounds]: priced so, it lost to reduce_scatter[shm_direct] (session 28; that pipe's reads were
+/// priced at γ then) and, with the pipe's reads priced (session 29, cost_shm_pipe_exchange), to ring from 1 to 64
+/// MiB, whose messages are priced at β where it measured 1.6x shm_rounds' time (64 MiB 29.3 ms against 18.5).
 inline double cached_window_reads(const CostParams& p, double reads) {
   const double streaming = static_cast<double>(kShmStreamingReadBytes);
   return std::min(reads, streaming) * p.small_window_read() + std::max(reads - streaming, 0.0) * p.streaming_window_read();

@@ -418,3 +418,25 @@ TEST_CASE("broadcast, scatter and gather on 2 ranks with a core each: single cop
   });
   CHECK(test::summarize(recs) == std::vector<std::string>{});
 }
+
+TEST_CASE("the exchange pipes' window reads at the probe's non-temporal price: all_to_all takes cma, not shm_direct, "
+          "where that price is high",
+          "[collectives][engine]") {
+  // Session 29, 2 ranks bound, DCOMM_TUNE=off, the probe's 1 MiB pattern at 181 us with plain stores and 296 us
+  // non-temporal: the exchange pipe (all_to_all and reduce_scatter [shm_direct]) stores non-temporal where ranks
+  // own their cores, so every byte a rank takes comes from memory; priced at γ alone, the model took
+  // all_to_all[shm_direct] at 4-64 MiB, which measured 1.5-1.8x cma's time at 4-16 MiB (4 MiB 580-640 us against
+  // 382-398, 16 MiB 2.76-3.04 ms against 1.57-1.68).
+  CostParams p = test::one_node_params();
+  p.check_calls = true;
+  auto recs = test::run_group(2, [&](const GroupView& node, test::RankRecord& rec) {
+    const GroupView slow = probed_view(node, {true, 181e-6, 296e-6, std::exp2(-33.0)});
+    for (std::size_t bytes : {std::size_t{4} << 20, std::size_t{16} << 20}) {
+      const std::string got = cheapest(sample_args(Collective::kAllToAll, bytes, 2), slow, p)->name;
+      if (got != "cma") rec.failures.push_back(fmt::format("all_to_all of {} B: {}", bytes, got));
+      const std::string rs = cheapest(sample_args(Collective::kReduceScatter, bytes, 2), slow, p)->name;
+      if (rs == "shm_direct") rec.failures.push_back(fmt::format("reduce_scatter of {} B: shm_direct", bytes));
+    }
+  });
+  CHECK(test::summarize(recs) == std::vector<std::string>{});
+}
