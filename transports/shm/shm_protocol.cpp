@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <mutex>
 #include <vector>
@@ -102,7 +103,17 @@ LargeProtocol ProtocolHistory::pick(uint64_t bytes) {
   const LargeProtocol other = best == LargeProtocol::kCma ? LargeProtocol::kStream : LargeProtocol::kCma;
   const double best_cost = best == LargeProtocol::kCma ? cma : stream * kStreamMargin;
   const double other_cost = best == LargeProtocol::kCma ? stream * kStreamMargin : cma;
-  return explores(++cell.picks, other_cost < kCloseCall * best_cost) ? other : best;
+  // Tries further apart only once the loser has lost beyond its first tries twice more (at picks 32 and 64): a
+  // protocol whose first messages were slow by accident is not left untried for hundreds of messages.
+  const bool confirmed = cell.samples[static_cast<int>(other)] >= kTriesEach + 2;
+  const unsigned every = confirmed ? explore_every(other_cost, best_cost) : kExploreEvery;
+  return explores(++cell.picks, other_cost < kCloseCall * best_cost, every) ? other : best;
+}
+
+unsigned ProtocolHistory::explore_every(double other, double best) {
+  if (!(best > 0) || !(other > kCloseCall * best)) return kExploreEvery;
+  const double apart = std::floor(other / (kCloseCall * best));
+  return apart * kExploreEvery >= kExploreMaxEvery ? kExploreMaxEvery : kExploreEvery * static_cast<unsigned>(apart);
 }
 
 void ProtocolHistory::record(LargeProtocol p, uint64_t bytes, double seconds) {

@@ -123,6 +123,13 @@ class ProtocolHistory {
   /// (4 ranks on 2 cores, sendrecv of 16 MiB, where a stream waits for its sender's turn on a core).
   static constexpr unsigned kExploreEvery = 32;
   static constexpr double kCloseCall = 2.0;
+  /// Where the loser is further behind than kCloseCall, its tries come further apart, in proportion
+  /// (explore_every()): each costs the whole difference, so one every 32 messages of a protocol 8x slower adds 22% to
+  /// the class's time. 2 ranks bound, broadcast[chain] at 64 KiB and 256 KiB (one message a call): 4.0-4.1 and
+  /// 7.9-8.2 us a call (p99 11-12 and 32-33) against 3.4-3.6 and 7.1-7.3 with single copies forced (session 29). At
+  /// most this many messages apart: a change of placement that makes the loser win is still noticed within them.
+  /// Only once the loser has lost at two tries after its first kTriesEach (pick()).
+  static constexpr unsigned kExploreMaxEvery = 512;
   /// How far one message moves a class's average toward its time: most of the way when it took less (a protocol
   /// did that well; timing noise here is delay, rarely speed), a quarter of the way when it took more.
   static constexpr double kFallWeight = 0.75;
@@ -148,10 +155,14 @@ class ProtocolHistory {
   void record(LargeProtocol p, uint64_t bytes, double seconds);
   /// Whether a class's `picks`-th pick after its tries (from 1) tries the losing protocol (kExploreEvery): early
   /// too when the two are a `close` call.
-  static bool explores(unsigned picks, bool close) {
+  static bool explores(unsigned picks, bool close, unsigned every = kExploreEvery) {
     if (picks < kExploreEvery) return close && picks >= 2 && (picks & (picks - 1)) == 0;
-    return picks % kExploreEvery == 0;
+    return picks % every == 0;
   }
+  /// Messages between two tries of the loser (from kExploreEvery on), whose cost is `other` where the winner's is
+  /// `best`: kExploreEvery·⌊other / (kCloseCall·best)⌋, at least kExploreEvery, at most kExploreMaxEvery - so the
+  /// tries cost at most (2·kCloseCall - 1)/kExploreEvery (9%) of a message's time, whatever the gap.
+  static unsigned explore_every(double other, double best);
   /// The average seconds a byte of `p` in the class of `bytes`, or a negative number before any measurement.
   double per_byte(LargeProtocol p, uint64_t bytes) const;
 
