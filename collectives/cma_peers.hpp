@@ -10,7 +10,7 @@
 //      returns (letting its buffers go) before all have said so (finish). A failed read or write (a peer that exited:
 //      ESRCH; a refused one: EPERM) reaches every rank, and each throws an error naming the rank that failed and the
 //      rank whose memory it touched (fail).
-// Users: all_reduce[cma] and reduce[cma] (collectives/cma_slices.hpp), all_to_all[cma], all_gather[cma],
+// Users: all_reduce[cma], reduce[cma] and reduce_scatter[cma] (collectives/cma_slices.hpp), all_to_all[cma], all_gather[cma],
 // broadcast[cma], gather[cma], scatter[cma].
 
 #include <cstddef>

@@ -9,9 +9,10 @@ namespace dcomm::coll {
 
 namespace {
 
-// Step 2: this rank's slice [offset, offset + count), written to each rank of `to` (this one included or not).
+// Step 2: this rank's slice [offset, offset + count), written to each rank of `to` (this one included or not):
+// into the others' work buffers at the slice's place, into this rank's at `local` (its first element).
 CmaStatus reduce_slice(const Context& c, const CmaPeers& peers, std::size_t offset, std::size_t count,
-                    const std::vector<int>& to) {
+                    const std::vector<int>& to, char* local) {
   if (count == 0) return {};
   const int p = c.size();
   const int r = c.rank();
@@ -23,11 +24,11 @@ CmaStatus reduce_slice(const Context& c, const CmaPeers& peers, std::size_t offs
   const bool keep = std::find(to.begin(), to.end(), r) != to.end();
   // The sum runs in the output itself unless this rank keeps no result, or the output is also its input (in
   // place, or the engine copied the input there) and rank 0's piece would overwrite its own before it is added.
-  const bool in_output = keep && !(c.input == c.work && r != 0);
+  const bool in_output = keep && !(local == c.at(c.input, offset) && r != 0);
   for (std::size_t done = 0; done < count; done += piece) {
     const std::size_t len = std::min(piece, count - done);
     const std::size_t at = offset + done;
-    char* out = c.at(c.work, at);
+    char* out = c.at(local, done);
     char* acc = in_output ? out : sum_buf;
     for (int q = 0; q < p; ++q) {
       const char* src = c.at(c.input, at);
@@ -77,8 +78,21 @@ bool cma_reduce(const Context& c, CmaUse& use, int root, uint32_t step) {
   } else {
     for (int q = 0; q < c.size(); ++q) to.push_back(q);
   }
-  CmaStatus s = cma_finish(c, reduce_slice(c, peers, mine.offset, mine.count, to),
+  CmaStatus s = cma_finish(c, reduce_slice(c, peers, mine.offset, mine.count, to, c.at(c.work, mine.offset)),
                     step + 2 + static_cast<uint32_t>(pattern::ceil_log2(c.size())));
+  if (!s.ok()) cma_fail(c, peers, s);
+  return true;
+}
+
+bool cma_reduce_scatter(const Context& c, CmaUse& use, char* out, uint32_t step) {
+  CmaPeers peers;
+  if (!cma_exchange(c, use, c.input, out, peers, step)) return false;
+  // Block r of every input is rank r's slice; it writes the result only into its own output, so it reads (P-1)/P
+  // of n through process_vm_readv and writes nothing into another rank.
+  const std::size_t count = c.args.recv.count;
+  const std::size_t offset = static_cast<std::size_t>(c.rank()) * count;
+  CmaStatus s = cma_finish(c, reduce_slice(c, peers, offset, count, {c.rank()}, out),
+                           step + 2 + static_cast<uint32_t>(pattern::ceil_log2(c.size())));
   if (!s.ok()) cma_fail(c, peers, s);
   return true;
 }

@@ -2,7 +2,7 @@
 // Single-copy reduction among the ranks of one node with cross-memory attach (process_vm_readv/writev): a rank
 // reads the other ranks' inputs and writes their outputs where they lie, so no byte passes through a shared
 // intermediate buffer in memory. all_reduce[cma] and reduce[cma] are this, with every rank or only the root
-// receiving the result:
+// receiving the result, and reduce_scatter[cma] with each rank receiving its own slice:
 //   1. Every rank sends every other the addresses of its input and of its work buffer (the output)
 //      (collectives/cma_peers.hpp: on the call check's rounds, or in the group's slots). On the group's first call
 //      the ranks also agree that each may read every other's memory (DCOMM_SHM_CMA=0 on any rank says no).
@@ -33,5 +33,10 @@ inline constexpr std::size_t kCmaPieceBytes = std::size_t{256} << 10;
 /// cannot use cross-memory attach (`use` then says so for the calls to come); throws RemoteError on every rank
 /// when a copy failed.
 bool cma_reduce(const Context& c, CmaUse& use, int root, uint32_t step);
+
+/// reduce_scatter[cma]: the same steps, where rank r's slice is block r of the inputs (args.recv.count elements at
+/// r·count) and the result goes into `out` (this rank's output, which may be its own block r of the input: in place)
+/// alone. Returns false, having run the check, where the group cannot use cross-memory attach.
+bool cma_reduce_scatter(const Context& c, CmaUse& use, char* out, uint32_t step);
 
 }  // namespace dcomm::coll

@@ -80,6 +80,9 @@ class Context {
   /// This rank's input for a reducing collective: `work` (already holding it), or args.send's data for an
   /// algorithm that takes its input itself (Algorithm::takes_input), whose `work` then starts undefined.
   const char* input = nullptr;
+  /// reduce_scatter: run() wrote this rank's block of the result into args.recv itself (reduce_scatter[cma]), so
+  /// the engine copies nothing out of `work` after it.
+  bool wrote_output = false;
   /// This algorithm's state on this group (empty until it stores some); null when the caller keeps none.
   std::unique_ptr<AlgorithmState>* state = nullptr;
   /// For an algorithm that carries out the call check itself (Algorithm::fuses_check): this rank's call, to check

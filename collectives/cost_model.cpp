@@ -89,8 +89,10 @@ std::vector<Prediction> predict(const Args& args, const GroupView& view, const C
   // A reduction's engine copies the input into the work buffer before a row that does not read the input where it
   // lies (engine.cpp, run_reducing; a no-op in place): a memcpy of n bytes, two bytes of memory traffic per byte
   // where γ stands for about four. Left out, the model could not tell all_reduce[cma] (which reads the input in
-  // place) from ring on 2 ranks, where cma measured 1.3-1.5x faster from 256 KiB.
-  const bool reducing = args.coll == Collective::kAllReduce || args.coll == Collective::kReduce;
+  // place) from ring on 2 ranks, where cma measured 1.3-1.5x faster from 256 KiB. reduce_scatter's rows that do not
+  // take the input copy all of it too (reducing_call.cpp).
+  const bool reducing = args.coll == Collective::kAllReduce || args.coll == Collective::kReduce ||
+                        args.coll == Collective::kReduceScatter;
   auto engine_copy = [&](const Algorithm& a) {
     return reducing && !a.takes_input && args.red.op != ReduceOp::kPreMulSum ? 0.5 * n * params.gamma : 0.0;
   };

@@ -26,7 +26,7 @@ void run_reducing(Context& c, const Algorithm& algo, char* scratch) {
   algo.run(c);
   Buffer out = a.recv;
   if (a.coll == Collective::kReduceScatter) {
-    c.copy(out.data, c.at(c.work, static_cast<std::size_t>(c.rank()) * out.count), out.count);
+    if (!c.wrote_output) c.copy(out.data, c.at(c.work, static_cast<std::size_t>(c.rank()) * out.count), out.count);
   } else if (a.coll == Collective::kReduce && c.rank() != a.root) {
     return;
   }

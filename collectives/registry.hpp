@@ -83,7 +83,8 @@ struct Algorithm {
   bool by_name_only = false;
   /// Reductions only: run() reads this rank's input from Context::input, which the engine points at args.send
   /// instead of copying it into `work` first (one pass over memory less); premul_sum still copies. reduce_scatter:
-  /// run() leaves this rank's block of the result at its block of `work`, which the engine copies to the output.
+  /// run() leaves this rank's block of the result at its block of `work`, which the engine copies to the output,
+  /// or writes it into args.recv itself and says so (Context::wrote_output).
   bool takes_input = false;
   /// Whether run() moves its data through the group's shared-memory slots (collectives/slots.hpp), with the call
   /// check in the same exchange (it fuses the check). Where a group has slots, the check of every other

@@ -49,10 +49,10 @@ inline constexpr std::size_t kShmStreamingReadBytes = std::size_t{256} << 10;
 /// a fifth of its time where lines cross slowly: on 2 ranks bound with the 1 MiB pattern at 181 us, 16 MiB priced
 /// 0.63 ms measured 2.7-3.1, and the model took reduce[shm_direct] (3.1-3.2 ms) over cma (2.0-2.3) from 1 to 16 MiB
 /// (session 28, DCOMM_TUNE=off); all_gather[shm_rounds] was taken at 1 and 16 MiB where cma measured 0.72-0.78x its
-/// time (auto / fastest row 1.38, 1.10, 1.28, 1.00 from 1 to 64 MiB; priced so, 0.95, 1.02, 1.04, 1.23). Not for
-/// reduce_scatter[shm_rounds]: priced so, it lost to reduce_scatter[shm_direct] (session 28; that pipe's reads were
-/// priced at γ then) and, with the pipe's reads priced (session 29, cost_shm_pipe_exchange), to ring from 1 to 64
-/// MiB, whose messages are priced at β where it measured 1.6x shm_rounds' time (64 MiB 29.3 ms against 18.5).
+/// time (auto / fastest row 1.38, 1.10, 1.28, 1.00 from 1 to 64 MiB; priced so, 0.95, 1.02, 1.04, 1.23).
+/// reduce_scatter[shm_rounds] too since session 30, when reduce_scatter[cma] (1.4-1.8x faster from 256 KiB to 64 MiB
+/// on 2 ranks) came, and the engine's copy of the input was priced for the reduce_scatter rows that take it (ring's
+/// among them): before, priced so, it lost to ring, which measured 1.6x its time (64 MiB 29.3 ms against 18.5).
 inline double cached_window_reads(const CostParams& p, double reads) {
   const double streaming = static_cast<double>(kShmStreamingReadBytes);
   return std::min(reads, streaming) * p.small_window_read() + std::max(reads - streaming, 0.0) * p.streaming_window_read();

@@ -34,8 +34,7 @@ double cost_reduce_scatter_shm_rounds(const CostParams& p, double n, int size) {
   const double limit = static_cast<double>(cached ? kShmCachedRoundBytes : kShmRoundBytes);
   const double reads = fraction(size) * n;
   const double rounds = std::max(1.0, std::ceil(reads / limit));
-  const double read_price = cached ? std::min(reads, static_cast<double>(kShmStreamingReadBytes)) * p.small_window_read()
-                                   : reads * p.beta;
+  const double read_price = cached ? cached_window_reads(p, reads) : reads * p.beta;
   return call_check_cost(p, size) + rounds * p.alpha / 4 + read_price +
          (reads / 2 + (size + 2.0) / (4.0 * size) * n) * p.gamma;
 }

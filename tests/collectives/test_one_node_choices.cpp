@@ -440,3 +440,28 @@ TEST_CASE("the exchange pipes' window reads at the probe's non-temporal price: a
   });
   CHECK(test::summarize(recs) == std::vector<std::string>{});
 }
+
+TEST_CASE("reduce_scatter on 2 ranks with a core each: single copies (cma) from 256 KiB, with plain or non-temporal "
+          "window stores as the probe measured them",
+          "[collectives][engine]") {
+  // Session 30, 2 ranks bound, dcomm-bench --algo all, two runs (mean us), cma / shm_rounds / ring / OpenMPI: 256 KiB
+  // 17.1-17.7 / 23.4-39.4 / 40.5-42.2 / 44.6-48.5, 1 MiB 83-90 / 135-150 / 205-210 / 260-273, 4 MiB 415-430 /
+  // 603-615 / 935-940 / 1,219-2,463, 16 MiB 1.71-1.90 / 2.72-3.55 / 5.21-5.41 / 12.7-12.8 ms, 64 MiB 12.4-13.5 /
+  // 17.5-18.1 / 28.1-28.9 / 52.8-54.0 ms. Before reduce_scatter[cma] the model took shm_rounds there, priced with
+  // its window reads past the first 256 KiB free where lines cross slowly (4 MiB priced 133 us).
+  CostParams p = test::one_node_params();
+  p.check_calls = true;  // as the engine prices
+  auto recs = test::run_group(2, [&](const GroupView& node, test::RankRecord& rec) {
+    for (const Probed& m : {Probed{true, 181e-6, 296e-6, std::exp2(-33.0)}, Probed{false, 181e-6, 296e-6, 0.0}}) {
+      const GroupView v = probed_view(node, m);
+      for (std::size_t bytes = std::size_t{256} << 10; bytes <= (std::size_t{64} << 20); bytes *= 4) {
+        const std::string got = cheapest(sample_args(Collective::kReduceScatter, bytes, 2), v, p)->name;
+        if (got != "cma") {
+          rec.failures.push_back(fmt::format("reduce_scatter of {} B (plain stores {}, 1 MiB pattern {} s): {}", bytes,
+                                             m.plain, m.plain_seconds, got));
+        }
+      }
+    }
+  });
+  CHECK(test::summarize(recs) == std::vector<std::string>{});
+}

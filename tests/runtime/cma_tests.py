@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""all_reduce, reduce, all_to_all, all_gather, gather, scatter and broadcast [cma] (and the shm_direct rows, reduce[shm_pipe]) in real processes under dcomm-run: threshold sizes on
+"""all_reduce, reduce, reduce_scatter, all_to_all, all_gather, gather, scatter and broadcast [cma] (and the shm_direct rows, reduce[shm_pipe]) in real processes under dcomm-run: threshold sizes on
 3 and 5 ranks, a rank that refuses cross-memory attach (the group must agree and fall back), and a rank killed mid
 single copy or mid pipe (every survivor names it)."""
 import re
@@ -38,12 +38,14 @@ for n, env, expect_log in ((3, {}, None), (5, {"MP_CMA_NO_ROUNDS": "1"}, None),
         problems.append(f"{what}: no rank logged the fallback (/{expect_log}/)\n{out}")
     print(f"{what}: {took:.1f} s")
 
-# all_reduce, all_to_all, all_gather, gather, scatter and broadcast [cma] (mid single copy), then the pipes of broadcast and all_gather [shm_direct] and
+# all_reduce, reduce_scatter, all_to_all, all_gather, gather, scatter and broadcast [cma] (mid single copy), then the pipes of broadcast and all_gather [shm_direct] and
 # reduce[shm_pipe] (mid pipe: a root waiting for acknowledgements,
 # readers waiting for pieces).
 single = {"": "all_reduce[cma]", "all_to_all": "all_to_all[cma]", "all_gather_cma": "all_gather[cma]",
-          "gather_cma": "gather[cma]", "scatter_cma": "scatter[cma]", "broadcast_cma": "broadcast[cma]"}
-for what in ("", "all_to_all", "all_gather_cma", "gather_cma", "scatter_cma", "broadcast_cma", "broadcast", "all_gather",
+          "gather_cma": "gather[cma]", "scatter_cma": "scatter[cma]", "broadcast_cma": "broadcast[cma]",
+          "reduce_scatter_cma": "reduce_scatter[cma]"}
+for what in ("", "all_to_all", "all_gather_cma", "gather_cma", "scatter_cma", "broadcast_cma", "reduce_scatter_cma",
+             "broadcast", "all_gather",
              "reduce"):
     name = f"kill {single.get(what, what)}"
     p, out, took = launch(3, "kill", *([what] if what else []))

@@ -1,4 +1,4 @@
-// all_reduce and reduce [cma] and [shm_direct] in real processes (cross-memory attach only works
+// all_reduce, reduce and reduce_scatter [cma], all_reduce and reduce [shm_direct] in real processes (cross-memory attach only works
 // between processes as it does here). Two modes:
 //   mp_cma check: sizes at and around every threshold (the 256 KiB piece, slices of exactly one piece, odd
 //     counts, counts not divisible by the world size, shm_direct's 4 MiB rounds and past its old 16 MiB cap;
@@ -12,7 +12,8 @@
 //     rings of slots, every root in turn, in place or not.
 //   mp_cma kill [COLLECTIVE]: rank 1 is killed (SIGKILL from a thread of its own) while the group runs 16 MiB
 //     all_reduce[cma] calls, mostly in the middle of single copies (or all_to_all[cma], all_gather[cma] or
-//     gather[cma], scatter[cma] or broadcast[cma] calls (all_gather_cma, gather_cma, scatter_cma, broadcast_cma), or
+//     gather[cma], scatter[cma], broadcast[cma] or reduce_scatter[cma] calls (all_gather_cma, gather_cma,
+//     scatter_cma, broadcast_cma, reduce_scatter_cma), or
 //     COLLECTIVE[shm_direct] calls: broadcast or all_gather, or reduce[shm_pipe], mostly mid pipe); every survivor
 //     must print an error naming rank 1 and exit 3.
 //   dcomm-run --nproc-per-node 3 -- mp_cma check|kill [COLLECTIVE]
@@ -119,6 +120,7 @@ int check() {
   test::RankState s{*engine, view, rec};
   int ran = 0;
   for (auto [coll, name] : {std::pair{Collective::kAllReduce, "cma"}, std::pair{Collective::kReduce, "cma"},
+                             std::pair{Collective::kReduceScatter, "cma"},
                              std::pair{Collective::kAllReduce, "shm_direct"},
                              std::pair{Collective::kReduce, "shm_direct"}}) {
     {
@@ -180,7 +182,7 @@ int kill(const std::string& what) {
   // 0 and each other rank copy parts of its block), broadcast[cma] (every rank reads or writes a slice), single
   // copies like all_to_all[cma].
   const bool single = what == "all_to_all" || what == "all_gather_cma" || what == "gather_cma" ||
-                      what == "scatter_cma" || what == "broadcast_cma";
+                      what == "scatter_cma" || what == "broadcast_cma" || what == "reduce_scatter_cma";
   const std::string collective = single && what != "all_to_all" ? what.substr(0, what.size() - 4) : what;
   const std::string algo = single                   ? collective + ":cma"
                            : collective == "reduce" ? "reduce:shm_pipe"
@@ -205,6 +207,8 @@ int kill(const std::string& what) {
       pg->scatter(dcomm::Buffer(all), dcomm::Buffer(x), 0);
     } else if (collective == "broadcast") {
       pg->broadcast(dcomm::Buffer(x), 0);
+    } else if (collective == "reduce_scatter") {
+      pg->reduce_scatter(dcomm::Buffer(all), dcomm::Buffer(x), dcomm::ReduceOp::kSum);
     } else {
       pg->all_gather(dcomm::Buffer(x), dcomm::Buffer(all));
     }
@@ -233,7 +237,8 @@ int main(int argc, char** argv) {
     if (argc == 2 && std::strcmp(argv[1], "check") == 0) return check();
     if (argc >= 2 && std::strcmp(argv[1], "kill") == 0) return kill(argc == 3 ? argv[2] : "");
     std::fprintf(stderr,
-                 "usage: mp_cma check|kill [broadcast|all_gather|all_gather_cma|gather_cma|scatter_cma|broadcast_cma|all_to_all|reduce]\n");
+                 "usage: mp_cma check|kill [broadcast|all_gather|all_gather_cma|gather_cma|scatter_cma|broadcast_cma|"
+                 "reduce_scatter_cma|all_to_all|reduce]\n");
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mp_cma: %s\n", e.what());
