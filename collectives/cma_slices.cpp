@@ -63,13 +63,17 @@ bool cma_reduce(const Context& c, CmaUse& use, int root, uint32_t step) {
   CmaPeers peers;
   if (!cma_exchange(c, use, c.input, c.work, peers, step)) return false;
   // A rank that reduces a slice reads the P-1 other parts of it; off the root it also writes the slice into the
-  // root's output, P copies in all where the root makes P-1. Slices in proportion (the root's weighs P, the others'
-  // P-1) give every rank the same number of bytes to copy: at P = 2 the root reduces two thirds and the other rank
-  // reads and writes one third each, where even halves made that rank read and write n/2 each, as many bytes through
-  // process_vm_readv/writev as a single receive of the whole vector.
+  // root's output, P copies in all where the root makes P-1 - but the root also reads its own part and writes the
+  // result where it lies, at memory speed too. Slices weighted 2P for the root against 2P-1 for the others (4:3 at
+  // P = 2, 6:5 at P = 3) measured fastest: 2 ranks bound, reduce[cma] mean us, weights 2:1 (the same bytes through
+  // process_vm_readv/writev on every rank, session 6 to 29) / 4:3 / 1:1, two runs: 64 KiB 7.6 / 6.5-6.7 / 7.5-7.7,
+  // 1 MiB 118-120 / 93-99 / 87-89, 4 MiB 599-602 / 431-439 / 472-508, 16 MiB 2,491-2,505 / 1,780-1,945 /
+  // 1,954-2,373, 64 MiB 18.7-19.0 / 16.3-16.5 / 17.6-18.7 ms (session 30); 3 ranks on 2 cores, 3:2 / 6:5: 1 MiB
+  // 252-260 / 219-241, 4 MiB 965-987 / 777-884.
   const int p = c.size();
   const std::vector<pattern::Block> slices =
-      root >= 0 ? pattern::weighted_blocks(c.work_count, p, root, static_cast<std::size_t>(p), static_cast<std::size_t>(p - 1))
+      root >= 0 ? pattern::weighted_blocks(c.work_count, p, root, static_cast<std::size_t>(2 * p),
+                                           static_cast<std::size_t>(2 * p - 1))
                 : pattern::even_blocks(c.work_count, p);
   const pattern::Block mine = slices[static_cast<std::size_t>(c.rank())];
   std::vector<int> to;
