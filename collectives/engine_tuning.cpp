@@ -68,7 +68,7 @@ bool EngineImpl::measure_first(const Args& args, const Deadline& deadline, uint6
   rule.coll = args.coll;
   rule.ranks = view_.size;
   rule.min_bytes = uint64_t{1} << cls;
-  rule.max_bytes = uint64_t{1} << (cls + 1);
+  rule.max_bytes = tuned_class_end(cls);
   rule.algorithm = result.algorithm;
   DCOMM_DEBUG("collectives engine rank {}/{}: {} measured, {}: {}", view_.rank, view_.size, to_string(args.coll),
               describe(rule), result.how);

@@ -75,7 +75,7 @@ int window_rule_set(const Topology& t) {
 }
 
 double window_tune_max_bytes(int set, Collective c) {
-  if (set == kSlowLinesRuleSet) return kTuneSlowLinesMaxBytes;
+  if (set == kSlowLinesRuleSet) return rooted(c) ? kTuneSlowLinesMaxBytes : std::numeric_limits<double>::infinity();
   return set == kNonTemporalRuleSet && !rooted(c) ? kTuneNonTemporalMaxBytes : kTuneWindowsMaxBytes;
 }
 
@@ -95,6 +95,11 @@ int tune_class(const Args& args, int group_size) {
   const double n = model_bytes(args, group_size);
   if (n < kTuneMinBytes || n > kTuneMaxBytes) return -1;
   return static_cast<int>(std::floor(std::log2(n)));
+}
+
+uint64_t tuned_class_end(int cls) {
+  const uint64_t end = uint64_t{1} << (cls + 1);
+  return static_cast<double>(end) > kTuneMaxBytes ? UINT64_MAX : end;
 }
 
 void save_learned(const std::string& path, const std::vector<Rule>& learned) {

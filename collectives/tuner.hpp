@@ -50,7 +50,10 @@ inline constexpr double kTuneWindowsMaxBytes = double(std::size_t{8} << 20);
 /// MiB took 1.1-1.4x OpenMPI's time (broadcast[shm_direct] 1.86-2.09 ms, binomial measured 0.82-0.89; all_to_all
 /// [shm_rounds] 1.94-2.05 against 1.44-1.51 measured; session 19, 2 ranks bound), and measured 0.54-1.09x; a
 /// measurement of all_reduce's 16 MiB class took 0.33 s there, its 64 MiB class's 1.2 s for 0.4-0.6x gains at
-/// most, so up to 32 MiB.
+/// most, so up to 32 MiB: for the rooted collectives. The others (every rank sends and receives) are measured at
+/// every size (window_tune_max_bytes): at 32-64 MiB the model's cma took 1.26-1.33x the measured row's time for
+/// all_reduce and all_gather (session 30, 2 ranks bound: all_reduce 64 MiB 19.1 ms against shm_direct's 14.5; the
+/// measurement of the 64 MiB class took 0.5 s, its slower rows left out after one call).
 inline constexpr double kTuneSlowLinesMaxBytes = double(std::size_t{32} << 20);
 /// Under non-temporal stores, the collectives in which every rank sends and receives (all_reduce, all_gather,
 /// reduce_scatter, all_to_all) are measured below 32 MiB too: at 16 MiB the model took all_gather[cma] at 0.92-1.20x
@@ -75,6 +78,13 @@ double window_tune_max_bytes(int set, Collective c);
 /// The size class a call is measured in (floor of log2 of the model's n), or -1 for a call the tuner leaves to the
 /// other choices: on device buffers, a v-variant, premul_sum, or n outside [kTuneMinBytes, kTuneMaxBytes].
 int tune_class(const Args& args, int group_size);
+
+/// The end (exclusive, in the model's bytes) of the rule learned for size class `cls`: the next power of two, except
+/// for the largest class measured (kTuneMaxBytes), which speaks for every larger call too (UINT64_MAX: none is
+/// measured), where every row streams from memory as it does there. Session 30, 2 ranks bound: the 64 MiB class
+/// chose all_reduce[shm_direct] (14.5 ms against the model's cma, 19.1), and at 128 MiB shm_direct took 28.6 ms
+/// against cma's 36.5.
+uint64_t tuned_class_end(int cls);
 
 /// Runs one call of the group (the engine's run() with its own call number) with `algorithm` ("" for the choice
 /// the group would make), blocking.
