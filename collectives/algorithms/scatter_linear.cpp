@@ -18,9 +18,16 @@ void run_scatter_linear(Context& c) {
     const pattern::Block& b = blocks[static_cast<std::size_t>(i)];
     if (i != a.root && b.count > 0) sends.push_back(c.isend(i, 0, c.at(a.send.data, b.offset), b.count * c.esize()));
   }
+  // The root's own block: while the others read theirs (each receiver copies its block out of the root's memory,
+  // cross-memory attach, or from the ring), unless its receive buffer overlaps the send buffer (in place), where it
+  // may overlap blocks still to go out: then last.
+  const char* own = c.at(a.send.data, blocks[static_cast<std::size_t>(a.root)].offset);
+  const auto* out = static_cast<const char*>(a.recv.data);
+  const auto* in = static_cast<const char*>(a.send.data);
+  const bool apart = out + a.recv.bytes() <= in || in + a.send.bytes() <= out;
+  if (apart) c.copy(a.recv.data, own, a.recv.count);
   c.wait_all(sends);
-  // Last: in place, the root's receive buffer may overlap blocks that had to go out first.
-  c.copy(a.recv.data, c.at(a.send.data, blocks[static_cast<std::size_t>(a.root)].offset), a.recv.count);
+  if (!apart) c.copy(a.recv.data, own, a.recv.count);
 }
 
 double cost_scatter_linear(const CostParams& p, double n, int size) {
