@@ -59,10 +59,14 @@ struct CmaPeers {
 };
 
 /// Where a block moves between the root and one other rank (scatter[cma], gather[cma]), both copy part of it at
-/// once: the root its first 1/P (on 64-byte lines: 0 below P lines), the other rank the rest. Every rank then
-/// copies about (P-1)/P of a block, where a single copy by either side moves it all on one core.
+/// once: the root its first 1/(4P) (on 64-byte lines: 0 below 4P lines), the other rank the rest, while the root
+/// also copies its own block. Session 30, 2 ranks bound, the root's own copy moved in among the others' (it came
+/// after the last round before), mean us, root share 1/P / 1/(2P) / 1/(4P) / 1/(8P) / none: scatter 4 MiB 261-277 /
+/// 229-231 / 185-203 / 180-188 / 193-209, 16 MiB 1,052-1,061 / 863-874 / 735-763 / 730-856 / 803-821, 64 MiB 7.6-8.4 /
+/// 5.2-5.5 / 4.1-5.0 / 4.3-4.4 / 5.2-5.5 ms; gather alike (16 MiB 1,064-1,134 / 898-956 / 714-772 / 741-762 /
+/// 810-825). On 3-4 ranks sharing 2 cores 1/(4P) against 1/P: 4-16 MiB 10-20% faster, 1 MiB 15-25% slower.
 inline std::size_t cma_root_share(std::size_t bytes, int p) {
-  return bytes / static_cast<std::size_t>(p) & ~std::size_t{63};
+  return bytes / (4 * static_cast<std::size_t>(p)) & ~std::size_t{63};
 }
 
 /// Step 1, collective over the group, steps [step, step + 1 + ⌈log₂P⌉); carries the call check (Context::call)

@@ -3,18 +3,19 @@
 //   1. Every rank sends every other the addresses of its block and (the root) of its output, on the call check's
 //      rounds or in the group's slots (the group's first call also agrees that every rank may read and write every
 //      other's memory; where one may not, every rank runs binomial instead, from then on).
-//   2. At once: the root reads the first 1/P of every other rank's block (cma_root_share: on 64-byte lines) straight
-//      from where that rank holds it into its place in recv (process_vm_readv), and every other rank writes the rest
-//      of its block into its place in the root's recv (process_vm_writev). Every rank copies about (P-1)/P of a
-//      block: on 2 ranks each core moves half a block, where a single-copy reader (linear's message, OpenMPI's
-//      vader) moves all of it on the root's core. The root then copies its own block into place.
+//   2. At once: the root reads the first 1/(4P) of every other rank's block (cma_root_share: on 64-byte lines)
+//      straight from where that rank holds it into its place in recv (process_vm_readv), then copies its own block
+//      into place, while every other rank writes the rest of its block into its place in the root's recv
+//      (process_vm_writev): both cores copy, where a single-copy reader (linear's message, OpenMPI's vader) moves
+//      every block on the root's core and its own after them.
 //   3. Every rank tells every other it is done (or how it failed), so that none returns while another still reads
 //      or writes its buffers.
 // In place at the root (its block inside recv: at its start or at its own place), the block goes to its place
 // first; no copy touches that place.
 // Cost: the check's rounds (carrying the addresses) + (1 + (P-2)/4)α for the last round + (P-1)α (the root's system
-// calls) + (P-1)/P²·nβ (n = the gathered bytes: every rank's share, all at once); where ranks share cores the copies
-// do not overlap: (P-1)/P·nβ, and ⌈log₂P⌉α more (the address exchange waits for every rank to be scheduled).
+// calls) + (1 - 1/(4P))/P·nβ (n = the gathered bytes: an other rank's copy, all at once); where ranks share cores
+// the copies do not overlap: (P-1)/P·nβ, and ⌈log₂P⌉α more (the address exchange waits for every rank to be
+// scheduled).
 // Regular gather (not gatherv), host memory, one host. Until session 29 the root read every block alone (by name
 // only: about OpenMPI's time, 1.1-1.8x shm_direct's).
 
@@ -49,16 +50,21 @@ void run_gather_cma(Context& c) {
       return run_instead(c, run_gather_binomial);
     }
     const CmaStatus status = cma_share_blocks(c, peers, a.root, /*to_root=*/true, out, mine, bytes);
+    // The root's own block while the others still write the rest of theirs: no other rank touches its place.
+    if (root && mine != block(r)) std::memcpy(block(r), mine, bytes);
     const CmaStatus s = cma_finish(c, status, 2 + static_cast<uint32_t>(pattern::ceil_log2(p)));
     if (!s.ok()) cma_fail(c, peers, s);
+  } else if (mine != block(r)) {
+    std::memcpy(block(r), mine, bytes);
   }
-  if (root && mine != block(r)) std::memcpy(block(r), mine, bytes);
 }
 
 }  // namespace
 
 double cost_cma_blocks(const CostParams& p, double n, int size) {
-  const double copies = p.shared_cores ? fraction(size) * n : fraction(size) * n / size;
+  // Each other rank copies all of its block but the root's head (cma_root_share: 1/(4P) of it) while the root
+  // copies the heads and its own block; where ranks share cores the copies do not overlap: all of them.
+  const double copies = p.shared_cores ? fraction(size) * n : (1.0 - 1.0 / (4.0 * size)) * n / size;
   const double exchange = p.shared_cores ? log2_rounds(size) * p.alpha : 0.0;
   return (1.0 + 0.25 * (size - 2)) * p.alpha + (size - 1) * p.alpha + copies * p.beta + call_check_cost(p, size) +
          exchange;
