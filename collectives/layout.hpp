@@ -32,4 +32,13 @@ struct GatheredBlocks {
 /// read from there; otherwise send, untouched.
 const char* own_block_first(const Args& a, int rank);
 
+/// Whether [a, a + a_bytes) and [b, b + b_bytes) share no byte: where an algorithm's root may copy its own block
+/// into its receive buffer while the others still read its send buffer (scatter), or reduce into its output while
+/// they read its input (reduce_scatter). Empty ranges share none.
+inline bool disjoint(const void* a, std::size_t a_bytes, const void* b, std::size_t b_bytes) {
+  const auto* x = static_cast<const char*>(a);
+  const auto* y = static_cast<const char*>(b);
+  return a_bytes == 0 || b_bytes == 0 || x + a_bytes <= y || y + b_bytes <= x;
+}
+
 }  // namespace dcomm::coll

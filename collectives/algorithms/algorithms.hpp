@@ -74,7 +74,9 @@ double cost_shm_pipe_exchange(const CostParams& p, double n, int size);
 bool supports_cma(const Args& args, const GroupView& view);
 /// The block-moving cma rows (all_gather, gather, scatter, all_to_all, broadcast): supports_cma, host output, not the v-variants.
 bool supports_cma_blocks(const Args& args, const GroupView& view);
-double cost_cma(const CostParams& p, double bytes, int size, double cma_bytes, double copies_per_piece);
+/// The cma reductions' price (all_reduce, reduce, reduce_scatter [cma]): `cma_bytes` through process_vm_readv/writev
+/// at β, `copies_per_piece` system calls per 256 KiB piece of a slice, and `traffic` bytes of memory traffic at γ/4.
+double cost_cma(const CostParams& p, double bytes, int size, double cma_bytes, double copies_per_piece, double traffic);
 /// gather[cma] and scatter[cma]: the root and each block's other rank copy parts of it at once (cma_root_share).
 double cost_cma_blocks(const CostParams& p, double n, int size);
 

@@ -51,20 +51,20 @@ void run_all_reduce_cma(Context& c) {
   if (!cma_reduce(c, cma_use(c), -1, 0)) ring_instead(c);
 }
 
-double cost_cma(const CostParams& p, double n, int size, double cma_bytes, double copies_per_piece) {
+double cost_cma(const CostParams& p, double n, int size, double cma_bytes, double copies_per_piece, double traffic) {
   // The check's rounds carry the addresses; then the finishing round, per piece of a slice `copies_per_piece`
   // system calls at α each (process_vm_readv/writev of a 256 KiB piece costs 1-2 µs on the VM measured: at 4 KiB
   // all_reduce[cma] took 4.6-5.3 µs where shm_direct took 2.0; priced at α/2 each the model chose cma from 16 KiB,
   // where it measured 1.5x shm_direct's time), the bytes they move priced like the shm transport's large messages
-  // (β: they are its single copies too), and 2n bytes of memory traffic at 0.5·nγ.
+  // (β: they are its single copies too), and the call's memory traffic at γ/4 a byte (all_reduce: 2n, 0.5·nγ).
   const double pieces = std::ceil(n / size / kCmaPieceBytes);
   return call_check_cost(p, size) + (1.0 + 0.25 * (size - 2)) * p.alpha + pieces * copies_per_piece * p.alpha +
-         cma_bytes * p.beta + 0.5 * n * p.gamma;
+         cma_bytes * p.beta + 0.25 * traffic * p.gamma;
 }
 
 double cost_all_reduce_cma(const CostParams& p, double n, int size) {
   // Reads the others' parts of its slice and writes it back: 2(P-1) copies a piece.
-  return cost_cma(p, n, size, 2.0 * fraction(size) * n, 2.0 * (size - 1));
+  return cost_cma(p, n, size, 2.0 * fraction(size) * n, 2.0 * (size - 1), 2.0 * n);
 }
 
 namespace {

@@ -48,7 +48,7 @@ double cost_reduce_cma(const CostParams& p, double n, int size) {
   // where reduce[shm_pipe] (its rival there) combines whatever has landed: ⌈log₂P⌉α more, as for all_gather[cma]'s
   // exchange of addresses (4 ranks on 2 cores, 64 KiB: cma 57 us, shm_pipe 31, shm_direct 32; session 8).
   const double scheduled = p.shared_cores ? log2_rounds(size) * p.alpha : 0.0;
-  return cost_cma(p, n, size, copies * n, static_cast<double>(size - 1) + 1.0) + scheduled;  // P-1 reads, one write
+  return cost_cma(p, n, size, copies * n, static_cast<double>(size - 1) + 1.0, 2.0 * n) + scheduled;  // P-1 reads, one write
 }
 
 namespace {

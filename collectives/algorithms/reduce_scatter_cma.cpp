@@ -13,10 +13,9 @@
 // 256 KiB piece of a block, (P-1)/P·n bytes through them (β, as all_reduce[cma]'s), and (1 + 1/P)·n bytes of memory
 // traffic at γ/4 a byte (all_reduce[cma]'s 2n at 0.5·nγ). Regular reduce_scatter, host memory, one host.
 
-#include <cmath>
-
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/cma_slices.hpp"
+#include "collectives/layout.hpp"
 #include "collectives/primitives.hpp"
 
 namespace dcomm::coll {
@@ -29,13 +28,9 @@ constexpr uint32_t kFallbackStep = 1000;  // above the steps cma_reduce_scatter 
 // place in MPI's form, the result in block 0), which the others read until the last of them is done; its block
 // of the engine's work buffer then, which the engine copies out after the call.
 char* result_place(const Context& c) {
-  const auto* out = static_cast<const char*>(c.args.recv.data);
-  const std::size_t bytes = c.args.recv.bytes();
-  const char* own = c.at(c.input, static_cast<std::size_t>(c.rank()) * c.args.recv.count);
-  const char* input_end = c.at(c.input, c.work_count);
-  const bool overlaps = bytes > 0 && out < input_end && c.input < out + bytes;
-  return overlaps && out != own ? c.at(c.work, static_cast<std::size_t>(c.rank()) * c.args.recv.count)
-                                : static_cast<char*>(c.args.recv.data);
+  const std::size_t at = static_cast<std::size_t>(c.rank()) * c.args.recv.count;
+  const bool apart = disjoint(c.args.recv.data, c.args.recv.bytes(), c.input, c.work_count * c.esize());
+  return apart || c.args.recv.data == c.at(c.input, at) ? static_cast<char*>(c.args.recv.data) : c.at(c.work, at);
 }
 
 void run_reduce_scatter_cma(Context& c) {
@@ -51,9 +46,8 @@ void run_reduce_scatter_cma(Context& c) {
 }
 
 double cost_reduce_scatter_cma(const CostParams& p, double n, int size) {
-  const double pieces = std::ceil(n / size / kCmaPieceBytes);
-  return call_check_cost(p, size) + (1.0 + 0.25 * (size - 2)) * p.alpha + pieces * (size - 1) * p.alpha +
-         fraction(size) * n * p.beta + 0.25 * (1.0 + 1.0 / size) * n * p.gamma;
+  // P-1 reads a piece, (P-1)/P·n through them; reads n, writes n/P in all.
+  return cost_cma(p, n, size, fraction(size) * n, size - 1.0, (1.0 + 1.0 / size) * n);
 }
 
 // This algorithm's row of the table (collectives/registry.hpp), registered before main().

@@ -18,6 +18,7 @@
 
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/cma_peers.hpp"
+#include "collectives/layout.hpp"
 #include "collectives/patterns.hpp"
 #include "collectives/shm_pipe.hpp"
 
@@ -36,7 +37,7 @@ void run_scatter_cma(Context& c) {
   auto block = [&](int q) { return in + static_cast<std::size_t>(q) * bytes; };
   // The root's own block while the others read theirs, where its receive buffer lies apart from its input (which
   // they read); in place, after every rank is done.
-  const bool apart = root && bytes > 0 && (mine + bytes <= in || in + a.send.bytes() <= mine);
+  const bool apart = root && bytes > 0 && disjoint(mine, bytes, in, a.send.bytes());
   bool copied = false;
   if (p > 1) {
     CmaPeers peers;

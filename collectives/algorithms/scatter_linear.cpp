@@ -22,9 +22,7 @@ void run_scatter_linear(Context& c) {
   // cross-memory attach, or from the ring), unless its receive buffer overlaps the send buffer (in place), where it
   // may overlap blocks still to go out: then last.
   const char* own = c.at(a.send.data, blocks[static_cast<std::size_t>(a.root)].offset);
-  const auto* out = static_cast<const char*>(a.recv.data);
-  const auto* in = static_cast<const char*>(a.send.data);
-  const bool apart = out + a.recv.bytes() <= in || in + a.send.bytes() <= out;
+  const bool apart = disjoint(a.recv.data, a.recv.bytes(), a.send.data, a.send.bytes());
   if (apart) c.copy(a.recv.data, own, a.recv.count);
   c.wait_all(sends);
   if (!apart) c.copy(a.recv.data, own, a.recv.count);
