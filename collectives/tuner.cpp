@@ -156,10 +156,10 @@ std::size_t pick_measured(const std::vector<double>& seconds, std::size_t model,
   }
   if (!std::isfinite(seconds[best])) return best;
   if (model < seconds.size() && seconds[model] <= seconds[best] * (1.0 + margin)) return model;
-  // Among rows about as fast as the fastest (within kTieMargin), the first in the table: two runs that measure two
+  // Among rows about as fast as the fastest (within the margin), the first in the table: two runs that measure two
   // such rows in either order still choose alike.
   for (std::size_t i = 0; i < seconds.size(); ++i) {
-    if (seconds[i] <= seconds[best] * (1.0 + kTieMargin)) return i;
+    if (seconds[i] <= seconds[best] * (1.0 + margin)) return i;
   }
   return best;
 }
@@ -280,7 +280,13 @@ TuneResult measure_algorithms(const Args& call, const GroupView& view, const Alg
   }
   // The slowest rank's better pass is the row's time; every rank then holds the same numbers and picks alike.
   agree(run, Buffer(seconds.data(), seconds.size()), ReduceOp::kMax);  // infinity survives max
-  const std::size_t chosen = pick_measured(seconds, model_index);
+  // Where ranks share cores, rows within 10% of each other here differed by 17-40% in a loop, and the model, on
+  // built-in parameters there, kept the slower (3 ranks on 2 cores, reduce: shm_pipe kept at 256 KiB and 16 MiB,
+  // measured 4.9% and 7.6% behind cma, 50-57 us against 43-51 and 5.43-5.46 ms against 4.64 in a loop; 4 ranks:
+  // scatter[shm_direct] kept at 64 KiB 3.2% behind linear, 10.9-11.2 us against 7.4-7.9; all_gather[shm_direct]
+  // at 4 MiB 8.5% behind, 894-939 us against cma's 748-805): a narrower margin there.
+  const bool shares_cores = view.hierarchy && view.hierarchy->topo.shares_cores;
+  const std::size_t chosen = pick_measured(seconds, model_index, shares_cores ? kSharedCoresTieMargin : kTieMargin);
   if (!std::isfinite(seconds[chosen])) return {};
   std::vector<std::size_t> order(rows);
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -297,7 +303,8 @@ TuneResult measure_algorithms(const Args& call, const GroupView& view, const Alg
                       seq, format_bytes(static_cast<std::size_t>(model_bytes(call, view.size))), view.size, per_pass,
                       table,
                       chosen == model_index && order.front() != model_index
-                          ? fmt::format(" ({} kept: within 10% of the fastest)", model.name)
+                          ? fmt::format(" ({} kept: within {:.0f}% of the fastest)", model.name,
+                                        100 * (shares_cores ? kSharedCoresTieMargin : kTieMargin))
                           : std::string());
   return r;
 }

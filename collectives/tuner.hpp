@@ -110,12 +110,16 @@ void save_learned(const std::string& path, const std::vector<Rule>& learned);
 /// caller's call, not the measurement's own call number); a type it does not know is rethrown as it is.
 [[noreturn]] void rethrow_prefixed(const Error& e, const std::string& prefix);
 
-/// Rows measured within this fraction of the fastest count as tied with it (pick_measured).
+/// Rows measured within this fraction of the fastest count as tied with it (pick_measured), and the model's choice
+/// stays while within it.
 inline constexpr double kTieMargin = 0.10;
+/// The same where the group's ranks share cores (measure_algorithms): there the model prices on built-in
+/// parameters and no window probe, and the measurement understates the rows' differences (see tuner.cpp).
+inline constexpr double kSharedCoresTieMargin = 0.02;
 
 /// The index of the fastest of `seconds` (rows in table order), except that the model's choice `model` stays while
-/// it is within `margin` of the fastest, and among rows within kTieMargin of the fastest the first in the table
+/// it is within `margin` of the fastest, and among rows within `margin` of the fastest the first in the table
 /// wins: choices stable run to run where two rows are about as fast.
-std::size_t pick_measured(const std::vector<double>& seconds, std::size_t model, double margin = 0.10);
+std::size_t pick_measured(const std::vector<double>& seconds, std::size_t model, double margin = kTieMargin);
 
 }  // namespace dcomm::coll
