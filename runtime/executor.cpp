@@ -1,5 +1,9 @@
 #include "runtime/executor.hpp"
 
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <dcomm/error.hpp>
 
 namespace dcomm::runtime {
@@ -27,6 +31,8 @@ void Executor::run_one(Item& item) noexcept {
   }
 }
 
+void Executor::release_quietly() noexcept { running_.store(false); }
+
 void Executor::release() {
   running_.store(false);
   // The worker checks running_ under the lock before it sleeps: taking the lock to notify cannot miss it.
@@ -34,6 +40,21 @@ void Executor::release() {
     std::lock_guard<std::mutex> lock(mu_);
     cv_.notify_all();
   }
+}
+
+bool Executor::membarrier_ready() noexcept {
+  // Registered once per process; refused (an old kernel, a seccomp profile): shared mode from the start.
+  static const bool ready = ::syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+  return ready;
+}
+
+void Executor::share() {
+  if (!single_.load(std::memory_order_acquire)) return;
+  single_.store(false);
+  // Every thread of the process runs a full memory barrier before this returns: from here on, the owner's
+  // try_enter_inline() sees the mode ended, and a run it began before shows in owner_inline_, which the claims
+  // check. Registered (membarrier_ready), so it does not fail.
+  ::syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
 }
 
 void Executor::wake_after_inline() {
@@ -48,12 +69,16 @@ void Executor::wake_after_inline() {
 }
 
 void Executor::submit(const std::shared_ptr<CollectiveWork>& work, Task task, bool async) {
-  if (!async && try_enter_inline()) {
-    Item item{work, std::move(task)};
-    run_one(item);
-    release();
-    return;
+  if (!async) {
+    const Entry entry = try_enter_inline();
+    if (entry != Entry::kNone) {
+      Item item{work, std::move(task)};
+      run_one(item);
+      leave_inline(entry);
+      return;
+    }
   }
+  share();  // a task on the worker: single-thread mode ends (try_enter_inline)
   std::unique_lock<std::mutex> lock(mu_);
   queue_.push_back(Item{work, std::move(task)});
   queued_.store(queue_.size());
@@ -78,13 +103,18 @@ void Executor::worker_loop() {
   for (;;) {
     cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
     if (stopping_) return;
-    if (running_.load()) {
-      // An inline call holds it. Its end wakes this loop, unless it ended as the task was queued (leave_inline): look
-      // again after a while all the same.
+    if (running_.load() || owner_inline_.load(std::memory_order_acquire)) {
+      // An inline call holds it (a claim, or the owner's run begun in single-thread mode). Its end wakes this loop,
+      // unless it ended as the task was queued (leave_inline): look again after a while all the same.
       cv_.wait_for(lock, kInlineRecheck);
       continue;
     }
     if (!claim()) continue;  // an inline call took it first
+    if (owner_inline_.load(std::memory_order_acquire)) {  // the owner's look at the mode, just before it ended
+      release_quietly();
+      cv_.wait_for(lock, kInlineRecheck);
+      continue;
+    }
     Item item = std::move(queue_.front());
     queue_.pop_front();
     queued_.store(queue_.size());

@@ -191,19 +191,19 @@ coll::Args args_of(Collective c, const Buffer& send, const Buffer& recv, int roo
 }  // namespace
 
 [[gnu::always_inline]] inline WorkPtr ProcessGroupImpl::run_inline(const coll::Args& args, const CollectiveOptions& opts,
-                                                                    std::string_view problem) {
+                                                                    std::string_view problem, Executor::Entry entry) {
   // Nothing queued ahead (the caller holds the executor: try_enter_inline): run on the caller's thread, without a
   // task object, a hand-off or a handle of its own (a failure is thrown, so the handle returned is always a
   // completed one).
-  const uint64_t seq = seq_.fetch_add(1);
+  const uint64_t seq = executor_.next_seq();
   const Duration timeout = opts.timeout == kDefaultTimeout ? world_->timeout : opts.timeout;
   try {
     run_recorded(args, opts.algorithm, Deadline::from_first_wait(timeout), seq, problem);
   } catch (...) {
-    executor_.leave_inline();
+    executor_.leave_inline(entry);
     throw;
   }
-  executor_.leave_inline();
+  executor_.leave_inline(entry);
   return completed_work();
 }
 
@@ -215,14 +215,17 @@ WorkPtr ProcessGroupImpl::call(Collective c, const Buffer& send, const Buffer& r
   // broadcast's ~950 instructions became ~720: docs/benchmark.md, session 25). Any other call, or one that finds the
   // group unusable, goes through submit().
   if (!opts.async_op && !send.detect_device && !recv.detect_device && send.device.is_host() &&
-      recv.device.is_host() && usable() && executor_.try_enter_inline()) {
-    coll::Args& a = inline_args_;
-    a.coll = c;
-    a.send = send;
-    a.recv = recv;
-    a.root = root;
-    a.red = red;
-    return run_inline(a, opts, {});
+      recv.device.is_host() && usable()) {
+    const Executor::Entry entry = executor_.try_enter_inline();
+    if (entry != Executor::Entry::kNone) {
+      coll::Args& a = inline_args_;
+      a.coll = c;
+      a.send = send;
+      a.recv = recv;
+      a.root = root;
+      a.red = red;
+      return run_inline(a, opts, {}, entry);
+    }
   }
   return submit(args_of(c, send, recv, root, red), opts);
 }
@@ -246,17 +249,20 @@ WorkPtr ProcessGroupImpl::submit(coll::Args&& args, const CollectiveOptions& opt
   args.send.detect_device = args.recv.detect_device = false;
   if (!usable()) throw_unusable(to_string(args.coll));
   args.chosen_algorithm = recorder_->algorithm_slot();
-  if (device.is_host() && !opts.async_op && executor_.try_enter_inline()) return run_inline(args, opts, problem);
-  uint64_t seq = seq_.fetch_add(1);
+  if (device.is_host() && !opts.async_op) {
+    const Executor::Entry entry = executor_.try_enter_inline();
+    if (entry != Executor::Entry::kNone) return run_inline(args, opts, problem, entry);
+  }
   Duration timeout = opts.timeout == kDefaultTimeout ? world_->timeout : opts.timeout;
-  auto work = std::make_shared<CollectiveWork>(std::string(to_string(args.coll)) + ' ' + label_ + " (call " + std::to_string(seq) + ')',
-                                               world_->timeout);
+  // The call's number is drawn when it runs (Executor::next_seq: by whoever holds the executor, in the order the
+  // calls run, which is the order they were issued); the engine's errors name it.
+  auto work = std::make_shared<CollectiveWork>(std::string(to_string(args.coll)) + ' ' + label_, world_->timeout);
   std::string algorithm = opts.algorithm;
   Executor::Task task;
   if (device.is_host()) {
     // The deadline starts when the collective first waits, not when it was queued behind others.
-    task = [this, args = std::move(args), algorithm, timeout, seq, problem = std::move(problem)] {
-      run_recorded(args, algorithm, Deadline::from_first_wait(timeout), seq, problem);
+    task = [this, args = std::move(args), algorithm, timeout, problem = std::move(problem)] {
+      run_recorded(args, algorithm, Deadline::from_first_wait(timeout), executor_.next_seq(), problem);
     };
   } else {
     // The collective waits (without blocking the caller) for the work already queued on the caller's stream,
@@ -264,10 +270,10 @@ WorkPtr ProcessGroupImpl::submit(coll::Args&& args, const CollectiveOptions& opt
     StreamOrder& order = streams_.get(device);
     uint64_t ticket = order.record_input(opts.stream);
     work->set_stream_waiter([&order, ticket](void* stream) { order.complete_on(ticket, stream); });
-    task = [this, args = std::move(args), algorithm, timeout, seq, &order, ticket, what = work->what()] {
+    task = [this, args = std::move(args), algorithm, timeout, &order, ticket, what = work->what()] {
       Deadline deadline = Deadline::after(timeout);
       CollectiveScope scope(order, ticket, deadline, what);
-      run_recorded(args, algorithm, deadline, seq);
+      run_recorded(args, algorithm, deadline, executor_.next_seq());
     };
   }
   executor_.submit(work, std::move(task), opts.async_op);

@@ -98,7 +98,8 @@ class ProcessGroupImpl : public ProcessGroup, public std::enable_shared_from_thi
   WorkPtr submit(coll::Args&& args, const CollectiveOptions& opts);
   /// Numbers and runs a host call on the caller's thread, which holds the executor (Executor::try_enter_inline);
   /// leaves it. Returns a completed handle, or throws the call's failure.
-  WorkPtr run_inline(const coll::Args& args, const CollectiveOptions& opts, std::string_view problem);
+  WorkPtr run_inline(const coll::Args& args, const CollectiveOptions& opts, std::string_view problem,
+                     Executor::Entry entry);
   /// Runs one collective under the flight recorder; a timeout gets the report of where every rank is. `problem`:
   /// a caller mistake found here, which the engine fails on every rank (coll::Engine::run).
   void run_recorded(const coll::Args& args, const std::string& algorithm, const Deadline& deadline, uint64_t seq,
@@ -134,7 +135,6 @@ class ProcessGroupImpl : public ProcessGroup, public std::enable_shared_from_thi
   // The mesh, the group rank of each world rank and the label, shared with every point-to-point handle (one
   // reference a message; a copy each cost an allocation)
   std::shared_ptr<const P2PGroup> p2p_;
-  std::atomic<uint64_t> seq_{0};     // collectives issued on this group
   std::atomic<uint64_t> rounds_{0};  // split / new_group calls on this group
   StreamOrders streams_;             // CUDA stream ordering, one per device used
   Executor executor_;
