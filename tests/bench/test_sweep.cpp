@@ -7,7 +7,9 @@
 #include <dcomm/dcomm.hpp>
 
 #include <condition_variable>
+#include <cstring>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -254,4 +256,48 @@ TEST_CASE("the loop's period spans the timed calls and the gaps between them, no
   CHECK(r.loop_us >= sum / 4);  // every call inside it, each call's share at least the mean call
   CHECK(r.loop_us < 10000);     // the 50 ms warm-up outside it
   CHECK(longest < 10000);
+}
+
+namespace {
+
+// Logs its barriers ('b') and calls ('r'), and the first input element each call saw.
+class InputLogLibrary : public Library {
+ public:
+  std::string name() const override { return "dcomm"; }
+  std::string unsupported(const Case&) const override { return ""; }
+  void barrier(const Case&) override { log += 'b'; }
+  void run_once(const Case&, const Workspace& ws) override {
+    log += 'r';
+    float first = 0;
+    std::memcpy(&first, ws.send().data, sizeof first);
+    inputs.push_back(first);
+  }
+  std::string log;
+  std::vector<float> inputs;
+};
+
+}  // namespace
+
+TEST_CASE("--fresh writes every call's inputs just before it and aligns the ranks; without it they stay as written",
+          "[bench][sweep]") {
+  // A program's inputs are just computed, still in the writing core's cache, where a single copy reads them
+  // 2.6-2.8x slower than the bench's inputs written once (docs/benchmark.md, session 31).
+  for (bool fresh : {false, true}) {
+    Case c;
+    c.coll = Coll::kAllReduce;
+    c.layout = layout(c.coll, 4096, c.dtype, 1);
+    c.iters = 3;
+    c.warmup = 1;
+    c.fresh = fresh;
+    Workspace ws(c);
+    InputLogLibrary lib;
+    const LocalResult r = measure(lib, c, ws, nullptr);
+    INFO("fresh " << fresh << ": " << lib.log);
+    REQUIRE(r.times_us.size() == 3);
+    CHECK(lib.log == (fresh ? "bbrbrbrbrb" : "brrrrb"));
+    REQUIRE(lib.inputs.size() == 4);
+    std::set<float> distinct(lib.inputs.begin(), lib.inputs.end());
+    CHECK(distinct.size() == (fresh ? 4u : 1u));
+    CHECK((r.loop_us == 0) == fresh);  // no loop's pace with writes and barriers between the calls
+  }
 }

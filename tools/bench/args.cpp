@@ -103,6 +103,9 @@ int parse_args(int argc, const char* const* argv, Options* opts, std::ostream& o
   app.add_option("--device", device, "buffer memory")->check(CLI::IsMember({"host", "cuda"}))->capture_default_str();
   app.add_flag("--inplace", o.inplace, "in-place forms of the collectives");
   app.add_flag("--check", o.check, "verify every iteration's result");
+  app.add_flag("--fresh", o.fresh,
+               "write every call's inputs just before it and align the ranks (untimed): single copies then read "
+               "lines still in the writer's cache, as a program's do");
   app.add_option("--json", o.json_path, "write the results as JSON");
   app.add_option("--csv", o.csv_path, "write the results as CSV");
   app.add_option("--rules-out", o.rules_path,

@@ -27,6 +27,7 @@ struct Options {
   Device::Kind device = Device::Kind::kHost;
   bool inplace = false;
   bool check = false;
+  bool fresh = false;
   bool vs_mpi = false;
   std::string json_path;
   std::string rules_path;  ///< --rules-out: the fastest measured row per size as DCOMM_RULES_FILE rules

@@ -22,6 +22,8 @@ struct Case {
   int root = 0;
   bool inplace = false;
   bool check = false;
+  /// --fresh: every call's inputs written just before it (as a program's are), then the ranks aligned (untimed).
+  bool fresh = false;
   int iters = 1;
   int warmup = 0;
   Duration timeout{60000};

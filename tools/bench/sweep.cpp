@@ -43,6 +43,7 @@ Case Sweep::make_case(const Group& g, const Layout& l, const std::string& algo) 
   c.root = opts_.root;
   c.inplace = opts_.inplace;
   c.check = opts_.check;
+  c.fresh = opts_.fresh;
   c.iters = opts_.iters;
   c.warmup = opts_.warmup;
   c.timeout = std::chrono::duration_cast<Duration>(std::chrono::duration<double>(opts_.timeout_s));
