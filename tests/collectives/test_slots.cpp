@@ -411,6 +411,12 @@ TEST_CASE("copy_bytes moves exactly n bytes for every small size", "[collectives
   }
 }
 
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+
 TEST_CASE("a group's slots take no page faults as the ring goes round the first time", "[collectives][slots]") {
   // A rank's own segment was mapped without MAP_POPULATE: every exchange of more than a head's bytes (CmaHello,
   // 32 B) wrote a fresh 4 KiB data page of its own ring, a minor fault each, for the ring's first kSlotDepth calls.
@@ -448,8 +454,9 @@ TEST_CASE("a group's slots take no page faults as the ring goes round the first 
           }
         }
         const long taken = faults() - before;
-        // A few for the thread's own stack and heap at most; before the fix, one per exchange (kSlotDepth).
-        if (taken >= 16) {
+        // A few for the thread's own stack and heap at most; before the fix, one per exchange (kSlotDepth). Under a
+        // sanitizer the count also holds its shadow memory's first touches (TSan: ~570): not checked there.
+        if (taken >= 16 && !kSanitized) {
           rec.failures.push_back(fmt::format("{} page faults in {} exchanges of {} B", taken, kSlotDepth + 2, data.size()));
         }
       },
