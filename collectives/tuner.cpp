@@ -59,10 +59,10 @@ struct Block {
   char* base = nullptr;
   std::size_t offset = 0;
   Block(std::size_t n, const void* like) : offset(reinterpret_cast<uintptr_t>(like) % kPage) {
-    const std::size_t bytes = (offset + n + kPage - 1) / kPage * kPage;
-    base = static_cast<char*>(std::aligned_alloc(kPage, std::max(bytes, kPage)));
+    const std::size_t bytes = std::max(kPage, (offset + n + kPage - 1) / kPage * kPage);
+    base = static_cast<char*>(std::aligned_alloc(kPage, bytes));
     if (base == nullptr) throw std::bad_alloc();
-    std::memset(base, 0, std::max(bytes, kPage));
+    std::memset(base, 0, bytes);
   }
   ~Block() { std::free(base); }
   Block(const Block&) = delete;
@@ -299,8 +299,8 @@ TuneResult measure_algorithms(const Args& call, const GroupView& view, const Alg
   // measured 4.9% and 7.6% behind cma, 50-57 us against 43-51 and 5.43-5.46 ms against 4.64 in a loop; 4 ranks:
   // scatter[shm_direct] kept at 64 KiB 3.2% behind linear, 10.9-11.2 us against 7.4-7.9; all_gather[shm_direct]
   // at 4 MiB 8.5% behind, 894-939 us against cma's 748-805): a narrower margin there.
-  const bool shares_cores = view.hierarchy && view.hierarchy->topo.shares_cores;
-  const std::size_t chosen = pick_measured(seconds, model_index, shares_cores ? kSharedCoresTieMargin : kTieMargin);
+  const double margin = view.hierarchy && view.hierarchy->topo.shares_cores ? kSharedCoresTieMargin : kTieMargin;
+  const std::size_t chosen = pick_measured(seconds, model_index, margin);
   if (!std::isfinite(seconds[chosen])) return {};
   std::vector<std::size_t> order(rows);
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -317,8 +317,7 @@ TuneResult measure_algorithms(const Args& call, const GroupView& view, const Alg
                       seq, format_bytes(static_cast<std::size_t>(model_bytes(call, view.size))), view.size, per_pass,
                       table,
                       chosen == model_index && order.front() != model_index
-                          ? fmt::format(" ({} kept: within {:.0f}% of the fastest)", model.name,
-                                        100 * (shares_cores ? kSharedCoresTieMargin : kTieMargin))
+                          ? fmt::format(" ({} kept: within {:.0f}% of the fastest)", model.name, 100 * margin)
                           : std::string());
   return r;
 }
