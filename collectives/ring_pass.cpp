@@ -6,7 +6,8 @@ namespace dcomm::coll {
 
 using pattern::Block;
 
-void ring_pass(Context& c, char* buf, const std::vector<Block>& blocks, int shift, bool reduce, uint32_t step) {
+void ring_pass(Context& c, char* buf, const std::vector<Block>& blocks, int shift, bool reduce, uint32_t step,
+               const char* first) {
   const int p = c.size();
   const int r = c.rank();
   if (p == 1) return;
@@ -26,8 +27,10 @@ void ring_pass(Context& c, char* buf, const std::vector<Block>& blocks, int shif
   }
 
   std::vector<transport::RequestPtr> sends;
-  for (const Block& pc : pattern::pieces(block(0), piece)) {
-    if (pc.count > 0) sends.push_back(c.isend(next, step, c.at(buf, pc.offset), pc.count * c.esize()));
+  const Block own = block(0);
+  for (const Block& pc : pattern::pieces(own, piece)) {
+    const char* from = first != nullptr ? c.at(first, pc.offset - own.offset) : c.at(buf, pc.offset);
+    if (pc.count > 0) sends.push_back(c.isend(next, step, from, pc.count * c.esize()));
   }
   for (int s = 0; s + 1 < p; ++s) {
     const Block in = block(s + 1);

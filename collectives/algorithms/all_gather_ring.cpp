@@ -12,7 +12,8 @@ void run_all_gather_ring(Context& c) {
   const Args& a = c.args;
   std::vector<pattern::Block> blocks = uniform_blocks(a.send.count, c.size());
   c.copy(c.at(a.recv.data, blocks[static_cast<std::size_t>(c.rank())].offset), a.send.data, a.send.count);
-  ring_pass(c, static_cast<char*>(a.recv.data), blocks, 0, /*reduce=*/false, 0);
+  // Its own block goes out from `send`, not from the copy just written (ring_pass: `first`).
+  ring_pass(c, static_cast<char*>(a.recv.data), blocks, 0, /*reduce=*/false, 0, static_cast<const char*>(a.send.data));
 }
 
 double cost_all_gather_ring(const CostParams& p, double n, int size) {

@@ -259,27 +259,40 @@ TEST_CASE("measured: a stream is taken only when 1.25x cheaper than a single cop
   }
 }
 
-TEST_CASE("a stream in an exchange that its sender fed to the end is timed from its first piece, any other from "
-          "its kCts",
+TEST_CASE("a stream in an exchange that its sender fed to the end costs its time from its first piece and its "
+          "copies again; any other stream its time from its kCts",
           "[shm]") {
   using dcomm::Clock;
+  using us = std::chrono::microseconds;
   const Clock::time_point cts = Clock::now();
-  const Clock::time_point first = cts + std::chrono::microseconds(120);  // the sender's own single copy before
+  const Clock::time_point first = cts + us(120);  // the sender's own single copy before
+  const Clock::time_point end = first + us(60);
   const Clock::time_point none{};
-  CHECK(stream_timed_from(cts, first, /*two_way=*/true, /*pulled=*/false) == first);
-  CHECK(stream_timed_from(cts, first, /*two_way=*/false, /*pulled=*/false) == cts);  // one way: its answer counts
-  CHECK(stream_timed_from(cts, first, /*two_way=*/true, /*pulled=*/true) == cts);    // a pull's wait counts
-  CHECK(stream_timed_from(cts, none, /*two_way=*/true, /*pulled=*/true) == cts);     // pulled from the start
+  const double copied = 30e-6;  // the sender's copies into the ring
+  CHECK(stream_seconds(cts, first, end, copied, /*two_way=*/true, /*pulled=*/false) == Approx(90e-6));
+  CHECK(stream_seconds(cts, first, end, copied, /*two_way=*/false, /*pulled=*/false) == Approx(180e-6));  // one way
+  CHECK(stream_seconds(cts, first, end, copied, /*two_way=*/true, /*pulled=*/true) == Approx(180e-6));  // a pull's wait
+  CHECK(stream_seconds(cts, none, end, copied, /*two_way=*/true, /*pulled=*/true) == Approx(180e-6));  // pulled at once
   // What the history then picks, for 2 MiB in an exchange: a single copy of 124 us against a stream that waited
-  // 120 us for the sender's own single copy and then took 60: streamed from the first piece on, not from the kCts.
+  // 120 us for the sender's own single copy, then took 60 while the sender copied for 30: streamed, as timed from
+  // the first piece with the sender's copies (90, 112 with the margin), not from the kCts (180).
   const uint64_t two = 2 * kMiB;
-  ProtocolHistory timed_from_cts, timed_from_first;
-  for (ProtocolHistory* h : {&timed_from_cts, &timed_from_first}) {
-    const double stream = h == &timed_from_cts ? 180e-6 : 60e-6;
-    first_of_each(*h, two, 124e-6, stream);
-  }
+  ProtocolHistory timed_from_cts, exchange;
+  first_of_each(timed_from_cts, two, 124e-6, 180e-6);
+  first_of_each(exchange, two, 124e-6, stream_seconds(cts, first, end, copied, true, false));
   CHECK(timed_from_cts.pick(two) == LargeProtocol::kCma);
-  CHECK(timed_from_first.pick(two) == LargeProtocol::kStream);
+  CHECK(exchange.pick(two) == LargeProtocol::kStream);
+  // A stream of one piece in an exchange (32 KiB): its time from the piece is this rank's copy alone, 1.6 us,
+  // against a single copy's 2.4. The sender's copy into the ring, as long, is the exchange's cost too: 3.2 us, and
+  // the single copy is taken (session 32: without the sender's copy, 20-45% of an exchange's 32 KiB messages
+  // streamed, at 1.6x a single copy's time a call).
+  const uint64_t k32 = uint64_t{32} << 10;
+  const Clock::time_point piece = cts + us(2);
+  const double one_piece = stream_seconds(cts, piece, piece + std::chrono::nanoseconds(1600), 1.6e-6, true, false);
+  CHECK(one_piece == Approx(3.2e-6));
+  ProtocolHistory one;
+  first_of_each(one, k32, 2.4e-6, one_piece);
+  CHECK(one.pick(k32) == LargeProtocol::kCma);
 }
 
 TEST_CASE("a receiver finishes a stream whose sender stopped progressing, with the right bytes", "[shm]") {

@@ -121,6 +121,32 @@ TEST_CASE("ring: a record is not there before its producer writes it", "[shm_rin
   }
 }
 
+TEST_CASE("ring: a stream's piece carries the time its producer's copy took", "[shm_ring]") {
+  const uint64_t capacity = uint64_t{1} << 20;
+  Mapped m(capacity);
+  Ring owner(m.base, capacity);
+  owner.init();
+  Ring producer(m.base, capacity), consumer(m.base, capacity);
+  std::vector<char> payload(256 << 10);
+  fill(7, payload.data(), payload.size());
+  RecordHeader h;
+  h.kind = RecordKind::kData;
+  h.msg_id = 3;
+  h.bytes = payload.size();
+  h.len = payload.size();
+  h.tag = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  REQUIRE(producer.try_write(h, payload.data()));
+  const auto spent = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0);
+  const RecordHeader* got = consumer.peek();
+  REQUIRE(got != nullptr);
+  REQUIRE(got->kind == RecordKind::kData);
+  CHECK(got->tag > 0);  // a 256 KiB copy takes microseconds
+  CHECK(got->tag <= static_cast<uint64_t>(spent.count()));  // within the write
+  CHECK(std::memcmp(consumer.payload(got), payload.data(), payload.size()) == 0);
+  consumer.pop();
+}
+
 TEST_CASE("ring: another process's records arrive whole and in order", "[shm_ring]") {
   const uint64_t capacity = 16384;
   const std::size_t max_len = 3000;

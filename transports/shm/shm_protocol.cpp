@@ -139,8 +139,11 @@ const Calibration& calibration() {
   return cal;
 }
 
-Clock::time_point stream_timed_from(Clock::time_point cts, Clock::time_point first_piece, bool two_way, bool pulled) {
-  return two_way && !pulled && first_piece != Clock::time_point{} ? first_piece : cts;
+double stream_seconds(Clock::time_point cts, Clock::time_point first_piece, Clock::time_point end, double copied,
+                      bool two_way, bool pulled) {
+  const bool exchange = two_way && !pulled && first_piece != Clock::time_point{};
+  const Clock::time_point from = exchange ? first_piece : cts;
+  return std::chrono::duration<double>(end - from).count() + (exchange ? copied : 0.0);
 }
 
 LargeProtocol choose(ProtocolMode mode, const Calibration& cal, const MessageFacts& m) {

@@ -177,15 +177,23 @@ class ProtocolHistory {
   Cell cells_[kClasses];
 };
 
-/// Where a finished stream's cost (ProtocolHistory::record) is timed from: its kCts, the sender's answer and a
+/// What a finished stream cost, for ProtocolHistory::record: from its kCts to `end`, the sender's answer and a
 /// pull's wait and reads included - except in an exchange (`two_way`: this rank had large sends in flight when it
-/// started) that the sender fed to the end (not `pulled`, a `first_piece` arrived), timed from its first piece, as
-/// a single copy is timed from its start. In an exchange the wait is the sender's own single copy of this rank's
-/// message: timed from the kCts, streams lost to single copies in exchanges, and all_gather[ring] of 4 MiB on 2
-/// ranks took 475 us a call by single copies against 170 streamed (session 16). One way, the sender's answer is
-/// the stream's own cost (timed from the first piece, 128-512 KiB went streamed at 1.15-1.25x the single copy's
-/// time where lines cross cores slowly).
-Clock::time_point stream_timed_from(Clock::time_point cts, Clock::time_point first_piece, bool two_way, bool pulled);
+/// started) that the sender fed to the end (not `pulled`, a `first_piece` arrived): there, from its first piece, plus
+/// `copied`, the sender's copies of the pieces into the ring (each kData says how long its copy took).
+/// Why not from the kCts in an exchange: the wait is the sender's own single copy of this rank's message. Timed so,
+/// streams lost to single copies in exchanges, and all_gather[ring] of 4 MiB on 2 ranks took 475 us a call by single
+/// copies against 170 streamed (session 16). Why the sender's copies: in an exchange its core has the same work to
+/// do, so its copies into the ring cost the exchange as much as this rank's out of it, and a stream of one piece timed
+/// from that piece leaves them out altogether. Without them, 32 KiB messages of an exchange streamed in 20-45% of
+/// picks (all_to_all[bruck] of 64 KiB on 2 ranks: 421-922 of 2,050) at 5.4 us a call streamed against 3.3 by single
+/// copies (session 32). A copy from the sender's cache is cheaper than one across cores, which the sender's own
+/// time tells: all_gather[ring] sent its blocks just written, and streamed them at 5.9 us a call against 7.7 by
+/// single copies, which then read lines still in the sender's cache. One way, the sender's answer is the stream's
+/// own cost (timed from the first piece, 128-512 KiB went streamed at 1.15-1.25x the single copy's time where lines
+/// cross cores slowly).
+double stream_seconds(Clock::time_point cts, Clock::time_point first_piece, Clock::time_point end, double copied,
+                      bool two_way, bool pulled);
 
 /// Pure: the protocol of one message. Never kCma where CMA is not allowed.
 LargeProtocol choose(ProtocolMode mode, const Calibration& cal, const MessageFacts& m);

@@ -94,7 +94,15 @@ bool Ring::try_write(const RecordHeader& h, const void* payload) {
     head += pad;
     pos = 0;
   }
-  if (!inline_payload && h.len != 0) std::memcpy(data_ + pos + kRecordAlign, payload, h.len);
+  if (h.kind == RecordKind::kData) {
+    // A stream's piece: the copy's time goes in the header (RecordHeader::tag), for the receiver's cost of the stream.
+    const auto t0 = std::chrono::steady_clock::now();
+    std::memcpy(data_ + pos + kRecordAlign, payload, h.len);
+    w.tag = static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+  } else if (!inline_payload && h.len != 0) {
+    std::memcpy(data_ + pos + kRecordAlign, payload, h.len);
+  }
   put(data_ + pos, w, stamp_of(seq));
   ctl_->head.store(head + need, std::memory_order_relaxed);  // the producer's own counts: nobody waits on them
   ctl_->seq.store(seq + 1, std::memory_order_relaxed);

@@ -34,7 +34,8 @@ enum class RecordKind : uint32_t {
   kAck,        ///< receiver to sender: the large message msg_id was read or discarded; the send is complete
   kCts,        ///< receiver to sender: stream the large message msg_id through the ring; offset 1: the receiver
                ///< may pull the rest itself (CMA) when the stream stalls, so the send completes at its kAck
-  kData,       ///< a piece of a streamed message: msg_id, offset, len; payload follows
+  kData,       ///< a piece of a streamed message: msg_id, offset, len; payload follows; tag: the nanoseconds the
+               ///< producer's copy of the payload into the ring took (Ring::try_write writes it)
   kStop,       ///< receiver to sender: stop streaming msg_id, the receiver reads the rest itself; kAck follows
   kSplit,      ///< receiver to sender: help copy msg_id (shm_split.hpp): addr = the receiver's destination,
                ///< offset = the board's generation; the receiver's kAck follows when it is done reading

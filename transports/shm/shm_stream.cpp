@@ -112,6 +112,7 @@ void ShmTransport::on_data(int from, const RecordHeader& h, const char* payload)
   // overlap what was read, or trail it: the bytes are the same, so take what extends [0, got) and drop the rest.
   if (h.offset > s.got || h.offset + h.len <= s.got) return;
   std::memcpy(s.dst + h.offset, payload, h.len);
+  s.copied += static_cast<double>(h.tag) * 1e-9;  // the sender's copy of the piece (stream_seconds)
   s.got = h.offset + h.len;
   if (s.got == s.bytes) {
     finish_stream(from, h.msg_id, s, false);
@@ -123,9 +124,8 @@ void ShmTransport::finish_stream(int from, uint64_t msg_id, InStream& s, bool pu
   if (s.ack_at_end) {
     // What this stream cost (ProtocolHistory; only where CMA is allowed, the one case with a choice, and the one
     // that keeps `since`).
-    const Clock::time_point start = stream_timed_from(s.since, s.first, s.two_way, pulled);
     peer(from).history.record(LargeProtocol::kStream, s.bytes,
-                              std::chrono::duration<double>(Clock::now() - start).count());
+                              stream_seconds(s.since, s.first, Clock::now(), s.copied, s.two_way, pulled));
     ack(from, msg_id);
     StallRate& stalls = peer(from).stalls;
     const bool was_high = stalls.high();

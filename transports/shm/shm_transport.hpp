@@ -137,6 +137,7 @@ class ShmTransport final : public Transport {
     bool gone = false;  ///< the sender's buffer is gone (its send aborted: its group failed): nothing left to read
     Clock::time_point first{};  ///< the first piece's arrival (where the kCts promised an ack)
     bool two_way = false;       ///< started with large sends of this rank's own in flight
+    double copied = 0;          ///< seconds the sender's copies of the pieces into the ring took (their kData's tag)
   };
 
   void post(Peer& p, const RecordHeader& h, const void* payload);
