@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <dcomm/error.hpp>
 #include <string>
 #include <string_view>
@@ -42,7 +43,10 @@ EngineImpl::~EngineImpl() {
   // The first call of a size class the tuner measures: checked here, on every rank, before the measurement (a
   // repeat's class was measured, or left to a name, at the shape's first call).
   const bool checked = tune_ && !repeat && algorithm.empty() && found.empty() && measure_first(args, deadline, seq);
+  // A class whose measured choice is on trial against its runner-up on the program's own calls (tuner.hpp).
+  LoopTrial* trial = algorithm.empty() && found.empty() ? trial_for(args) : nullptr;
   if (!repeat) learn(args, algorithm, deadline, seq, found, CallShape::of(args), selector_.generation());
+  const int row = trial != nullptr && !checked ? trial_row(trial, args, deadline, seq) : -1;
   const Algorithm* algo = repeat_.algo;
   if (args.chosen_algorithm != nullptr) args.chosen_algorithm->store(algo->name, std::memory_order_relaxed);
   PerAlgorithm& mine = *repeat_.mine;
@@ -65,6 +69,7 @@ EngineImpl::~EngineImpl() {
   }
   const bool check = check_calls_ && view_.size > 1;
   const CallDescriptor& call = repeat_.call;
+  const auto t0 = row >= 0 ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   if (checked) {
     // compared before the measurement; its algorithm is now the measured one, the same on every rank
   } else if (check && (!repeat_.fused || repeat_.nothing)) {
@@ -85,6 +90,9 @@ EngineImpl::~EngineImpl() {
   }
   if (repeat_.nothing) return;
   run_algorithm(ctx, *algo, held.data());
+  if (row < 0) return;
+  trial->record(row, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  if (trial->due()) finish_trial(args, *trial, deadline, seq);
 }
 
 // The full path of run() for a call whose shape is not repeat_'s (or that names an algorithm, or came with a
@@ -133,6 +141,8 @@ void EngineImpl::learn(const Args& args, const std::string& algorithm, const Dea
                          !(repeat_.planned && args.coll == Collective::kReduce && args.red.op != ReduceOp::kPreMulSum);
   // The slot rows carry the check in their exchange (fused); the plan was made for it (or for none, check off).
   repeat_.direct = repeat_.planned && (repeat_.fused || !check) && !repeat_.work_scratch && !repeat_.probe_memory;
+  // A class on trial counts every call, which only run_full() does.
+  if (repeat_.direct && trial_for(args) != nullptr) repeat_.direct = false;
   repeat_.algo = algo;
   // Named algorithms and premul_sum's scale (which validation checks, and the shape leaves out) are never
   // repeats: the next call goes the full way again.

@@ -146,6 +146,19 @@ class EngineImpl final : public Engine {
   // The tuner's measurement at the first call of a size class; whether it checked the call (engine_tuning.cpp).
   bool measure_first(const Args& args, const Deadline& deadline, uint64_t seq);
 
+  // The loop trial of the call's class (tuner.hpp, LoopTrial), or null: none, or not while measuring.
+  using TrialKey = std::tuple<Collective, int, int>;  // (collective, class, learned set), as tuned_classes_
+  LoopTrial* trial_for(const Args& args) {
+    if (trials_.empty() || measuring_) return nullptr;
+    auto it = trials_.find({args.coll, tune_class(args, view_.size), rule_set_});
+    return it == trials_.end() ? nullptr : &it->second;
+  }
+  // A call of a class on trial: which row runs it, by the trial's count (every rank counts alike); after learn()
+  // chose its algorithm, turned into the runner-up where the trial says so (engine_tuning.cpp). -1: untimed.
+  int trial_row(LoopTrial* trial, const Args& args, const Deadline& deadline, uint64_t seq);
+  // After the trial's last call: the group agrees on the rows' paces and keeps the faster (engine_tuning.cpp).
+  void finish_trial(const Args& args, LoopTrial& trial, const Deadline& deadline, uint64_t seq);
+
   // The pipelining unit: a device message costs ~50 host ones (kDefaultDeviceChunkBytes). The call check compares
   // device_pieces() (CallDescriptor::device), so every rank of a call cuts it alike.
   std::size_t chunk_for(const Args& args) const { return device_pieces(args) ? device_chunk_bytes_ : chunk_bytes_; }
@@ -233,6 +246,7 @@ class EngineImpl final : public Engine {
   bool measuring_ = false;
   uint64_t tune_calls_ = 0;
   std::set<std::tuple<Collective, int, int>> tuned_classes_;  ///< (collective, class, learned set)
+  std::map<TrialKey, LoopTrial> trials_;  ///< the classes whose choice is still to be tried on the program's calls
   std::vector<PerAlgorithm> per_algorithm_{algorithm_table().size()};
   Repeat repeat_;
 };

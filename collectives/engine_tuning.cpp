@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <dcomm/error.hpp>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -72,9 +73,76 @@ bool EngineImpl::measure_first(const Args& args, const Deadline& deadline, uint6
   rule.algorithm = result.algorithm;
   DCOMM_DEBUG("collectives engine rank {}/{}: {} measured, {}: {}", view_.rank, view_.size, to_string(args.coll),
               describe(rule), result.how);
+  if (!result.runner_up.empty()) {
+    trials_.insert_or_assign(TrialKey{args.coll, cls, set},
+                             LoopTrial(result.algorithm, result.runner_up, result.margin, result.how));
+  }
   selector_.add_learned(std::move(rule), std::move(result.how));
   if (!tune_out_.empty() && view_.rank == 0) save_learned(tune_out_, selector_.learned_rules());
   return true;
+}
+
+int EngineImpl::trial_row(LoopTrial* trial, const Args& args, const Deadline& deadline, uint64_t seq) {
+  const int row = trial->next_row();
+  if (row < 0) return -1;
+  const double untimed = std::numeric_limits<double>::quiet_NaN();
+  // A call of the class whose choice is not the trial's (a set_algorithm() since, a shape the rows do not take),
+  // or that the runner-up cannot run: every rank alike, the call's shape decides.
+  if (repeat_.algo == nullptr || trial->name(0) != repeat_.algo->name) {
+    trial->record(row, untimed);
+    return -1;
+  }
+  if (row == 1) {
+    const Algorithm* other = find_algorithm(args.coll, trial->name(1));
+    if (other == nullptr || !other->supports(args, view_)) {
+      trial->record(row, untimed);
+      return -1;
+    }
+    learn(args, other->name, deadline, seq, {}, CallShape::of(args), selector_.generation());
+  }
+  return row;
+}
+
+void EngineImpl::finish_trial(const Args& args, LoopTrial& trial, const Deadline& deadline, uint64_t seq) {
+  const int cls = tune_class(args, view_.size);
+  const TrialKey key{args.coll, cls, rule_set_};
+  std::vector<double> paces = trial.paces();
+  measuring_ = true;  // the agreement's own call is neither measured nor counted
+  try {
+    Args a;
+    a.coll = Collective::kAllReduce;
+    a.red.op = ReduceOp::kMax;
+    a.send = a.recv = Buffer(paces.data(), paces.size());
+    run(a, "", Deadline::after(deadline.timeout()), kTuneSeqBase | (tune_calls_++ & kTuneSeqMask), {});
+  } catch (const Error& e) {
+    measuring_ = false;
+    rethrow_prefixed(e, fmt::format("{} rank {}/{} (call #{} of this group): while agreeing on the times of its "
+                                    "algorithms on this program's calls (DCOMM_TUNE; off turns it off): ",
+                                    to_string(args.coll), view_.rank, view_.size, seq));
+  } catch (...) {
+    measuring_ = false;
+    throw;
+  }
+  measuring_ = false;
+  const int keep = trial.keep(paces);
+  Rule rule;
+  rule.coll = args.coll;
+  rule.ranks = view_.size;
+  rule.min_bytes = uint64_t{1} << cls;
+  rule.max_bytes = tuned_class_end(cls);
+  rule.algorithm = trial.name(keep);
+  std::string how = trial.describe(paces, keep);
+  if (keep == 1) {
+    DCOMM_INFO("collectives engine rank {}/{}: {} tried again, {}: {}", view_.rank, view_.size, to_string(args.coll),
+               describe(rule), how);
+  } else {
+    DCOMM_DEBUG("collectives engine rank {}/{}: {} tried again, {}: {}", view_.rank, view_.size, to_string(args.coll),
+                describe(rule), how);
+  }
+  selector_.replace_learned(std::move(rule), std::move(how));
+  if (keep == 1 && !tune_out_.empty() && view_.rank == 0) save_learned(tune_out_, selector_.learned_rules());
+  trials_.erase(key);  // `trial` is gone from here on
+  repeat_.forget();
 }
 
 // Before the call after the one that made the probe due (so that a rank that died in between fails the call that

@@ -108,7 +108,9 @@ const Rule* Selector::rule_for(const Args& args, const GroupView& view, bool* le
   std::lock_guard<std::mutex> lock(mu_);
   for (const Learned& l : learned_) {
     const Rule* r = &l.rule;
-    if (l.set != learned_set_ || !rule_matches(*r, args.coll, view.size, n, device) || !usable(r)) continue;
+    if (l.replaced || l.set != learned_set_ || !rule_matches(*r, args.coll, view.size, n, device) || !usable(r)) {
+      continue;
+    }
     if (learned != nullptr) *learned = true;
     if (how != nullptr) *how = l.how;
     return r;  // a deque that only grows: the rule stays where it is
@@ -119,6 +121,21 @@ const Rule* Selector::rule_for(const Args& args, const GroupView& view, bool* le
 void Selector::add_learned(Rule rule, std::string how) {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    learned_.push_back(Learned{std::move(rule), std::move(how), learned_set_});
+  }
+  invalidate();
+}
+
+void Selector::replace_learned(Rule rule, std::string how) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (Learned& l : learned_) {
+      const Rule& r = l.rule;
+      if (l.set == learned_set_ && r.coll == rule.coll && r.ranks == rule.ranks && r.min_bytes == rule.min_bytes &&
+          r.max_bytes == rule.max_bytes && r.device == rule.device) {
+        l.replaced = true;
+      }
+    }
     learned_.push_back(Learned{std::move(rule), std::move(how), learned_set_});
   }
   invalidate();
@@ -137,7 +154,7 @@ std::vector<Rule> Selector::learned_rules() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<Rule> out;
   for (const Learned& l : learned_) {
-    if (l.set == learned_set_) out.push_back(l.rule);
+    if (l.set == learned_set_ && !l.replaced) out.push_back(l.rule);
   }
   return out;
 }

@@ -46,6 +46,9 @@ class Selector {
   /// A rule this group measured itself (DCOMM_TUNE, collectives/tuner.hpp), taken after the file's rules and
   /// before the cost model; `how` is what explain() shows of the measurement. Makes the choices again.
   void add_learned(Rule rule, std::string how);
+  /// The learned rule of the same collective, group size and range in the set in use, replaced by `rule` (the
+  /// loop trial's answer: tuner.hpp, LoopTrial). Makes the choices again.
+  void replace_learned(Rule rule, std::string how);
   /// The learned rules of the set in use, in the order learned.
   std::vector<Rule> learned_rules() const;
   /// Which set of learned rules counts from now on (0 at first): the engine keeps one per state of its windows'
@@ -95,6 +98,7 @@ class Selector {
     Rule rule;
     std::string how;
     int set = 0;  ///< use_learned()'s set when it was learned
+    bool replaced = false;  ///< by a later rule of the same range (replace_learned): skipped, kept for references
   };
   std::deque<Learned> learned_;  ///< under mu_; only grows (a class is measured once a set), so references stay valid
   int learned_set_ = 0;          ///< under mu_

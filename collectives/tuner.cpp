@@ -177,6 +177,43 @@ std::size_t pick_measured(const std::vector<double>& seconds, std::size_t model,
   return best;
 }
 
+int LoopTrial::next_row() {
+  const uint64_t call = calls_++;
+  if (call < kStartAfter || call >= kStartAfter + kBlock * kBlocks) return -1;
+  return static_cast<int>((call - kStartAfter) / kBlock % 2);
+}
+
+void LoopTrial::record(int row, double seconds) {
+  const uint64_t at = (calls_ - 1 - kStartAfter) % kBlock;  // the call's place in its block
+  if (at == 0) {
+    block_seconds_ = 0;  // a block's first call pays for the switch of rows: untimed
+    return;
+  }
+  block_seconds_ += seconds;  // NaN (a call that ran the other row: engine_tuning.cpp) spoils its block
+  if (at + 1 < kBlock) return;
+  const double pace = block_seconds_ / (kBlock - 1);
+  if (std::isfinite(pace) && (best_[row] < 0 || pace < best_[row])) best_[row] = pace;
+}
+
+std::vector<double> LoopTrial::paces() const {
+  std::vector<double> out(2);
+  for (int i = 0; i < 2; ++i) out[i] = best_[i] < 0 ? std::numeric_limits<double>::infinity() : best_[i];
+  return out;
+}
+
+int LoopTrial::keep(const std::vector<double>& agreed) const {
+  return agreed.size() == 2 && std::isfinite(agreed[1]) && agreed[1] * (1.0 + margin_) < agreed[0] ? 1 : 0;
+}
+
+std::string LoopTrial::describe(const std::vector<double>& agreed, int keep) const {
+  return fmt::format("{}{}then on this program's calls {}-{} of the class, {} blocks of {} alternating, the slowest "
+                     "rank's better block, a call: {} {}, {} {}: {}",
+                     measured_, measured_.empty() ? "" : "; ", kStartAfter, kStartAfter + kBlock * kBlocks - 1,
+                     kBlocks, kBlock, names_[0], seconds_text(agreed[0]), names_[1], seconds_text(agreed[1]),
+                     keep == 1 ? fmt::format("{} replaces {}", names_[1], names_[0])
+                               : fmt::format("{} kept (the other not faster by {:.0f}%)", names_[0], 100 * margin_));
+}
+
 TuneResult measure_algorithms(const Args& call, const GroupView& view, const Algorithm& model, uint64_t seq,
                               const TuneCall& run) {
   std::vector<const Algorithm*> candidates;
@@ -313,6 +350,12 @@ TuneResult measure_algorithms(const Args& call, const GroupView& view, const Alg
   }
   TuneResult r;
   r.algorithm = candidates[chosen]->name;
+  r.margin = margin;
+  for (std::size_t i : order) {  // the fastest other row, to try on the program's calls (LoopTrial)
+    if (i == chosen) continue;
+    if (seconds[i] <= LoopTrial::kWithin * seconds[chosen]) r.runner_up = candidates[i]->name;
+    break;
+  }
   r.how = fmt::format("before call #{}, {} on {} ranks, the slowest rank's better of 2 runs of {} calls, a call: {}{}",
                       seq, format_bytes(static_cast<std::size_t>(model_bytes(call, view.size))), view.size, per_pass,
                       table,

@@ -86,6 +86,13 @@ int tune_class(const Args& args, int group_size);
 /// against cma's 36.5.
 uint64_t tuned_class_end(int cls);
 
+/// Rows measured within this fraction of the fastest count as tied with it (pick_measured), and the model's choice
+/// stays while within it.
+inline constexpr double kTieMargin = 0.10;
+/// The same where the group's ranks share cores (measure_algorithms): there the model prices on built-in
+/// parameters and no window probe, and the measurement understates the rows' differences (see tuner.cpp).
+inline constexpr double kSharedCoresTieMargin = 0.02;
+
 /// Runs one call of the group (the engine's run() with its own call number) with `algorithm` ("" for the choice
 /// the group would make), blocking.
 using TuneCall = std::function<void(const Args& args, const std::string& algorithm)>;
@@ -93,6 +100,53 @@ using TuneCall = std::function<void(const Args& args, const std::string& algorit
 struct TuneResult {
   std::string algorithm;  ///< empty: nothing measured (fewer than two candidates, or scratch not had everywhere)
   std::string how;        ///< the times, for explain() and the log
+  std::string runner_up;  ///< the fastest other row, where within LoopTrial::kWithin of the choice; else empty
+  double margin = kTieMargin;  ///< the tie margin the choice was made with
+};
+
+/// The measured choice of a class tried again on the program's own calls, against the runner-up. The tuner
+/// measures on buffers of its own, written once, at a class's first call; a program's calls find their inputs just
+/// written, still in the writing core's cache, and there the rows rank otherwise: 2 ranks bound, all_reduce of 64
+/// KiB took 6.0 us a call by cma and 7.9 by shm_direct with inputs written once, 11.7 and 9.4 with each call's
+/// input written just before it (dcomm-bench --fresh); reduce 5.4 / 9.2 against 9.7 / 6.9 (session 32). So after
+/// kStartAfter calls of the class, kBlocks blocks of kBlock calls alternate the two rows, each block timed from the
+/// end of its first call (a loop's pace; the first pays for the switch); every rank takes each row's better block,
+/// the group agrees on the slowest rank's (an all_reduce), and the runner-up replaces the choice if it ran faster
+/// by more than the tuner's margin. Once per class: the trial costs kBlocks/2·(kBlock) calls of the slower row.
+/// Pure: the engine runs the calls, times them and agrees (engine_tuning.cpp).
+class LoopTrial {
+ public:
+  static constexpr uint64_t kStartAfter = 64;
+  static constexpr int kBlock = 8;
+  static constexpr int kBlocks = 4;
+  /// A runner-up measured slower than this many times the choice is not tried.
+  static constexpr double kWithin = 2.0;
+
+  /// `measured`: the tuner's description of its measurement (TuneResult::how), which describe() goes on from.
+  LoopTrial(std::string chosen, std::string runner_up, double margin, std::string measured = "")
+      : names_{std::move(chosen), std::move(runner_up)}, margin_(margin), measured_(std::move(measured)) {}
+  /// The row of the class's next call (0: the choice, 1: the runner-up), counting it; -1 outside the trial. The
+  /// first is the class's call 1: call 0 is the one the tuner measured before.
+  int next_row();
+  /// The call next_row() answered `row` for took `seconds` (from before its check to its end).
+  void record(int row, double seconds);
+  /// Every block has run: the group agrees on paces() now.
+  bool due() const { return calls_ >= kStartAfter + kBlock * kBlocks; }
+  /// Each row's better block's time a call, this rank's (infinity for a row with no block).
+  std::vector<double> paces() const;
+  /// From the agreed paces: the row to keep, the runner-up only where faster by more than the margin.
+  int keep(const std::vector<double>& agreed) const;
+  const std::string& name(int row) const { return names_[row]; }
+  /// For explain() and the log: the measurement, then the trial's agreed paces and what was kept.
+  std::string describe(const std::vector<double>& agreed, int keep) const;
+
+ private:
+  std::string names_[2];
+  double margin_;
+  std::string measured_;
+  uint64_t calls_ = 1;  ///< the class's calls counted: the one the tuner measured at is its first (call 0)
+  double block_seconds_ = 0;  ///< the current block's calls after its first
+  double best_[2] = {-1, -1};  ///< each row's best block pace so far; negative: none
 };
 
 /// Measures every algorithm that handles `call` on `view` (not by-name-only rows) through `run`, on scratch
@@ -110,12 +164,6 @@ void save_learned(const std::string& path, const std::vector<Rule>& learned);
 /// caller's call, not the measurement's own call number); a type it does not know is rethrown as it is.
 [[noreturn]] void rethrow_prefixed(const Error& e, const std::string& prefix);
 
-/// Rows measured within this fraction of the fastest count as tied with it (pick_measured), and the model's choice
-/// stays while within it.
-inline constexpr double kTieMargin = 0.10;
-/// The same where the group's ranks share cores (measure_algorithms): there the model prices on built-in
-/// parameters and no window probe, and the measurement understates the rows' differences (see tuner.cpp).
-inline constexpr double kSharedCoresTieMargin = 0.02;
 
 /// The index of the fastest of `seconds` (rows in table order), except that the model's choice `model` stays while
 /// it is within `margin` of the fastest, and among rows within `margin` of the fastest the first in the table
