@@ -65,12 +65,7 @@ bool EngineImpl::measure_first(const Args& args, const Deadline& deadline, uint6
   }
   measuring_ = false;
   if (result.algorithm.empty()) return true;
-  Rule rule;
-  rule.coll = args.coll;
-  rule.ranks = view_.size;
-  rule.min_bytes = uint64_t{1} << cls;
-  rule.max_bytes = tuned_class_end(cls);
-  rule.algorithm = result.algorithm;
+  Rule rule = class_rule(args.coll, view_.size, cls, result.algorithm);
   DCOMM_DEBUG("collectives engine rank {}/{}: {} measured, {}: {}", view_.rank, view_.size, to_string(args.coll),
               describe(rule), result.how);
   if (!result.runner_up.empty()) {
@@ -125,12 +120,7 @@ void EngineImpl::finish_trial(const Args& args, LoopTrial& trial, const Deadline
   }
   measuring_ = false;
   const int keep = trial.keep(paces);
-  Rule rule;
-  rule.coll = args.coll;
-  rule.ranks = view_.size;
-  rule.min_bytes = uint64_t{1} << cls;
-  rule.max_bytes = tuned_class_end(cls);
-  rule.algorithm = trial.name(keep);
+  Rule rule = class_rule(args.coll, view_.size, cls, trial.name(keep));
   std::string how = trial.describe(paces, keep);
   if (keep == 1) {
     DCOMM_INFO("collectives engine rank {}/{}: {} tried again, {}: {}", view_.rank, view_.size, to_string(args.coll),

@@ -20,6 +20,7 @@
 #include <mutex>
 #include <new>
 #include <typeinfo>
+#include <utility>
 
 #include "collectives/cost_model.hpp"
 #include "collectives/registry.hpp"
@@ -113,6 +114,16 @@ int tune_class(const Args& args, int group_size) {
 uint64_t tuned_class_end(int cls) {
   const uint64_t end = uint64_t{1} << (cls + 1);
   return static_cast<double>(end) > kTuneMaxBytes ? UINT64_MAX : end;
+}
+
+Rule class_rule(Collective c, int ranks, int cls, std::string algorithm) {
+  Rule rule;
+  rule.coll = c;
+  rule.ranks = ranks;
+  rule.min_bytes = uint64_t{1} << cls;
+  rule.max_bytes = tuned_class_end(cls);
+  rule.algorithm = std::move(algorithm);
+  return rule;
 }
 
 void save_learned(const std::string& path, const std::vector<Rule>& learned) {

@@ -85,6 +85,8 @@ int tune_class(const Args& args, int group_size);
 /// chose all_reduce[shm_direct] (14.5 ms against the model's cma, 19.1), and at 128 MiB shm_direct took 28.6 ms
 /// against cma's 36.5.
 uint64_t tuned_class_end(int cls);
+/// The learned rule of size class `cls` of `c` on `ranks` ranks: `algorithm` from 2^cls to tuned_class_end(cls).
+Rule class_rule(Collective c, int ranks, int cls, std::string algorithm);
 
 /// Rows measured within this fraction of the fastest count as tied with it (pick_measured), and the model's choice
 /// stays while within it.
