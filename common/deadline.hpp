@@ -117,6 +117,8 @@ class Backoff {
     polls_ = 0;
     phase_ = Phase::kSpin;
   }
+  /// Whether the wait has gone past its spin (yields or sleeps now).
+  bool spun_out() const { return phase_ != Phase::kSpin; }
 
  private:
   enum class Phase { kSpin, kYield, kSleep };

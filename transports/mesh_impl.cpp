@@ -28,6 +28,8 @@ MeshImpl::MeshImpl(std::vector<PeerInfo> peers, int rank, std::vector<std::uniqu
       self_(rank) {
   for (const PeerInfo& p : peers_) {
     quick_answer_.push_back(!never_run_together(peers_[static_cast<std::size_t>(rank_)], p));
+    const bool adapts = p.rank != rank_ && may_share_core(peers_[static_cast<std::size_t>(rank_)], p);
+    quick_spins_.push_back(adapts ? std::make_unique<QuickSpins>() : nullptr);
   }
 }
 

@@ -13,6 +13,7 @@
 
 #include "rendezvous/failure_record.hpp"
 #include "transports/matcher.hpp"
+#include "transports/quick_spins.hpp"
 #include "transports/mesh.hpp"
 #include "transports/self_channel.hpp"
 
@@ -92,6 +93,10 @@ class MeshImpl final : public Mesh, private ArrivalSink {
   /// it yields where ranks share cores (mesh_wait.cpp).
   static constexpr std::size_t kQuickAnswerBytes = 1024;
   static constexpr unsigned kQuickAnswerPolls = 16;
+  /// By world rank: what the quick spins for that peer's answers found (QuickSpins), where the scheduler may put it
+  /// on this rank's core (may_share_core); null elsewhere: bound to cores of their own, a quick spin that saw no
+  /// answer only means the peer was descheduled, and the quick spin stays.
+  std::vector<std::unique_ptr<QuickSpins>> quick_spins_;
   int rank_;
   std::vector<std::unique_ptr<Transport>> transports_;
   std::vector<Transport*> route_;

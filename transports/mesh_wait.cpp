@@ -50,9 +50,18 @@ void MeshImpl::wait(Request& r, const Deadline& deadline, const WaitWhat& what) 
   // 0.41-0.45 in 4 runs of 6 (2.6-2.8 us in the others, as before: pairs put on one core); 3 ranks unbound 0.48-0.64
   // -> 0.39-0.41 us. Larger messages take longer than a short spin, which then only delays the ranks sharing this
   // core (4-32 KiB measured 1.45-1.85x with it, 1.06-1.26 without), so they keep the short one.
-  const bool quick = r.kind == Request::Kind::kRecv && r.capacity <= kQuickAnswerBytes && r.peer >= 0 &&
-                     r.peer < size() && quick_answer_[static_cast<std::size_t>(r.peer)];
-  Backoff backoff(std::chrono::microseconds(1000), quick ? kQuickAnswerPolls : Backoff::kOversubscribedSpinPolls);
+  // But where the scheduler put the peer on this rank's core (ranks allowed every core), its answer never comes
+  // within the spin, and every message paid the spin before the yield that lets the peer run: 4 ranks unbound,
+  // sendrecv 8-512 B p50 2.2-3.4 us in runs where a pair shared a core, against OpenMPI's 1.2-1.5 (0.26-0.64 where
+  // the pairs were across the cores). So a peer whose last quick spins saw no answer gets the core at once, and one
+  // receive in a few tries the quick spin again (transports/quick_spins.hpp).
+  bool quick = r.kind == Request::Kind::kRecv && r.capacity <= kQuickAnswerBytes && r.peer >= 0 &&
+               r.peer < size() && quick_answer_[static_cast<std::size_t>(r.peer)];
+  QuickSpins* spins = quick ? quick_spins_[static_cast<std::size_t>(r.peer)].get() : nullptr;
+  if (spins != nullptr) quick = spins->spin_quick();
+  // A peer that answers only after this rank yields (QuickSpins) gets the core at the first poll that finds nothing.
+  Backoff backoff(std::chrono::microseconds(1000),
+                  quick ? kQuickAnswerPolls : spins != nullptr ? 1u : Backoff::kOversubscribedSpinPolls);
   // Set at the first clock reading: most waits end within a few polls and never read the clock at all.
   Clock::time_point next_liveness{};
   // The clock is read (for the deadline and the liveness check) once every kClockEvery polls: a poll that finds
@@ -104,6 +113,7 @@ void MeshImpl::wait(Request& r, const Deadline& deadline, const WaitWhat& what) 
       backoff.pause();
     }
   }
+  if (quick && spins != nullptr) spins->saw(!backoff.spun_out());
   if (r.op->state() == Op::State::kDone) {
     r.received = r.op->bytes();
     return;

@@ -40,4 +40,6 @@ bool never_run_together(const PeerInfo& a, const PeerInfo& b) {
   return a.host_id == b.host_id && a.cpus.size() == 1 && b.cpus.size() == 1 && a.cpus[0] == b.cpus[0];
 }
 
+bool may_share_core(const PeerInfo& a, const PeerInfo& b) { return a.host_id == b.host_id && overlap(a.cpus, b.cpus); }
+
 }  // namespace dcomm::transport

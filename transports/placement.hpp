@@ -18,5 +18,8 @@ bool cores_alone(const std::vector<PeerInfo>& peers, int self);
 /// True when `a` and `b` can never run at the same time: both bound to the same single core. Ranks of a node that
 /// runs more ranks than cores often do run at once, so that alone does not make a pair one (shm's streams).
 bool never_run_together(const PeerInfo& a, const PeerInfo& b);
+/// True when the scheduler may put `a` and `b` on one core: same node, and their allowed cores overlap (unknown
+/// affinity overlaps everything). Ranks bound to cores of their own never are (mpirun --bind-to core).
+bool may_share_core(const PeerInfo& a, const PeerInfo& b);
 
 }  // namespace dcomm::transport

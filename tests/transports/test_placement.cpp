@@ -1,11 +1,15 @@
-// shares_cores() and cores_alone(): how a rank's waits spin, from the affinity every local rank published.
+// shares_cores(), cores_alone(), never_run_together() and may_share_core(): how a rank's waits spin, from the
+// affinity every local rank published; and QuickSpins, what a wait learns of where an unbound peer runs.
 
 #include <catch2/catch.hpp>
 
 #include "transports/placement.hpp"
+#include "transports/quick_spins.hpp"
 
 using dcomm::transport::PeerInfo;
 using dcomm::transport::cores_alone;
+using dcomm::transport::may_share_core;
+using dcomm::transport::QuickSpins;
 using dcomm::transport::never_run_together;
 using dcomm::transport::shares_cores;
 
@@ -99,4 +103,42 @@ TEST_CASE("a small receive's wait spins longer for every peer but one bound to t
   CHECK_FALSE(never_run_together(on("a", {0, 1}), on("a", {0, 1})));
   CHECK_FALSE(never_run_together(on("a", {}), on("a", {1})));
   CHECK_FALSE(never_run_together(on("a", {0}), on("b", {0})));
+}
+
+TEST_CASE("the scheduler may put two ranks on one core only where their allowed cores overlap", "[placement]") {
+  // Bound to cores of their own (mpirun --bind-to core, 4 ranks on 2 cores: 0 and 1 apart): a quick spin that sees
+  // no answer says nothing of where the peer is, and QuickSpins is not used for it.
+  std::vector<PeerInfo> four{on("a", {0}), on("a", {1}), on("a", {0}), on("a", {1})};
+  CHECK_FALSE(may_share_core(four[0], four[1]));
+  CHECK(may_share_core(four[0], four[2]));
+  CHECK(may_share_core(on("a", {0, 1}), on("a", {0, 1})));  // unbound
+  CHECK(may_share_core(on("a", {0, 1}), on("a", {1})));
+  CHECK(may_share_core(on("a", {}), on("a", {1})));  // unknown affinity
+  CHECK_FALSE(may_share_core(on("a", {0, 1}), on("b", {0, 1})));  // another node
+}
+
+TEST_CASE("quick spins: a peer that answered within none of the last two yields at once, tried again now and then",
+          "[placement]") {
+  QuickSpins q;
+  // A peer on another core: every spin sees its answer, and every receive spins.
+  for (int i = 0; i < 100; ++i) {
+    REQUIRE(q.spin_quick());
+    q.saw(true);
+  }
+  // The scheduler puts it on this core: two spins in a row without the answer.
+  REQUIRE(q.spin_quick());
+  q.saw(false);
+  REQUIRE(q.spin_quick());  // one miss could be a peer descheduled for a moment
+  q.saw(false);
+  // From now on the receives yield at once, but one in kRetryEvery spins again, and finds the peer still here.
+  for (int round = 0; round < 3; ++round) {
+    for (unsigned i = 1; i < QuickSpins::kRetryEvery; ++i) CHECK_FALSE(q.spin_quick());
+    REQUIRE(q.spin_quick());
+    q.saw(false);
+  }
+  // Moved back to a core of its own: the next try sees the answer, and every receive spins again.
+  for (unsigned i = 1; i < QuickSpins::kRetryEvery; ++i) CHECK_FALSE(q.spin_quick());
+  REQUIRE(q.spin_quick());
+  q.saw(true);
+  for (int i = 0; i < 20; ++i) CHECK(q.spin_quick());
 }
