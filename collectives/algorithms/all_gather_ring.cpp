@@ -12,8 +12,13 @@ void run_all_gather_ring(Context& c) {
   const Args& a = c.args;
   std::vector<pattern::Block> blocks = uniform_blocks(a.send.count, c.size());
   c.copy(c.at(a.recv.data, blocks[static_cast<std::size_t>(c.rank())].offset), a.send.data, a.send.count);
-  // Its own block goes out from `send`, not from the copy just written (ring_pass: `first`).
-  ring_pass(c, static_cast<char*>(a.recv.data), blocks, 0, /*reduce=*/false, 0, static_cast<const char*>(a.send.data));
+  // Its own block goes out from `send`, not from the copy just written (ring_pass: `first`) - unless `send` lies in
+  // `recv` (in place: the input at the output's start), where blocks from the other ranks land while a peer may
+  // still be reading it (a single copy reads when the receiver gets to it).
+  const char* send = static_cast<const char*>(a.send.data);
+  const char* recv = static_cast<const char*>(a.recv.data);
+  const bool apart = send + a.send.bytes() <= recv || recv + a.recv.bytes() <= send;
+  ring_pass(c, static_cast<char*>(a.recv.data), blocks, 0, /*reduce=*/false, 0, apart ? send : nullptr);
 }
 
 double cost_all_gather_ring(const CostParams& p, double n, int size) {
