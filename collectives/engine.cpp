@@ -47,6 +47,10 @@ EngineImpl::~EngineImpl() {
   LoopTrial* trial = algorithm.empty() && found.empty() ? trial_for(args) : nullptr;
   if (!repeat) learn(args, algorithm, deadline, seq, found, CallShape::of(args), selector_.generation());
   const int row = trial != nullptr && !checked ? trial_row(trial, args, deadline, seq) : -1;
+  // The first call of a class the cost model chooses for: its choice tried on the program's calls too.
+  if (tune_by_windows_ && !repeat && !checked && trial == nullptr && algorithm.empty() && found.empty()) {
+    start_model_trial(args);
+  }
   const Algorithm* algo = repeat_.algo;
   if (args.chosen_algorithm != nullptr) args.chosen_algorithm->store(algo->name, std::memory_order_relaxed);
   PerAlgorithm& mine = *repeat_.mine;

@@ -156,6 +156,10 @@ class EngineImpl final : public Engine {
   // A call of a class on trial: which row runs it, by the trial's count (every rank counts alike); after learn()
   // chose its algorithm, turned into the runner-up where the trial says so (engine_tuning.cpp). -1: untimed.
   int trial_row(LoopTrial* trial, const Args& args, const Deadline& deadline, uint64_t seq);
+  // At the first call of a class the cost model chooses for (a one-node group under DCOMM_TUNE=auto, no name or
+  // rule deciding it): a trial of its choice against the model's runner-up, where priced within
+  // LoopTrial::kModelWithin (engine_tuning.cpp).
+  void start_model_trial(const Args& args);
   // After the trial's last call: the group agrees on the rows' paces and keeps the faster (engine_tuning.cpp).
   void finish_trial(const Args& args, LoopTrial& trial, const Deadline& deadline, uint64_t seq);
 
@@ -247,6 +251,7 @@ class EngineImpl final : public Engine {
   uint64_t tune_calls_ = 0;
   std::set<std::tuple<Collective, int, int>> tuned_classes_;  ///< (collective, class, learned set)
   std::map<TrialKey, LoopTrial> trials_;  ///< the classes whose choice is still to be tried on the program's calls
+  std::set<TrialKey> model_tried_;        ///< the classes start_model_trial() has seen
   std::vector<PerAlgorithm> per_algorithm_{algorithm_table().size()};
   Repeat repeat_;
 };

@@ -98,6 +98,32 @@ int EngineImpl::trial_row(LoopTrial* trial, const Args& args, const Deadline& de
   return row;
 }
 
+void EngineImpl::start_model_trial(const Args& args) {
+  const int cls = tune_class(args, view_.size);
+  if (cls < 0 || repeat_.algo == nullptr) return;
+  const TrialKey key{args.coll, cls, rule_set_};
+  if (!model_tried_.insert(key).second || trials_.count(key) != 0 || selector_.decided(args, view_)) return;
+  // Its choice is the model's cheapest row: the runner-up is the next cheapest, where within kModelWithin of its price.
+  const Algorithm& chosen = *repeat_.algo;
+  double chosen_seconds = -1;
+  const Prediction* other = nullptr;
+  const std::vector<Prediction> rows = predict(args, view_, selector_.params());
+  for (const Prediction& p : rows) {
+    if (p.algorithm == &chosen) chosen_seconds = p.seconds;
+  }
+  for (const Prediction& p : rows) {
+    if (p.algorithm == &chosen || p.algorithm->by_name_only) continue;
+    if (other == nullptr || p.seconds < other->seconds) other = &p;
+  }
+  if (other == nullptr || !(chosen_seconds > 0) || other->seconds > LoopTrial::kModelWithin * chosen_seconds) return;
+  trials_.insert_or_assign(key, LoopTrial(chosen.name, other->algorithm->name, kTieMargin,
+                                          fmt::format("the cost model's choice ({} {:.1f} us, {} {:.1f} us priced)",
+                                                      chosen.name, chosen_seconds * 1e6, other->algorithm->name,
+                                                      other->seconds * 1e6),
+                                          /*of_model=*/true));
+  repeat_.direct = false;  // the class's calls count through run_full() from the next on
+}
+
 void EngineImpl::finish_trial(const Args& args, LoopTrial& trial, const Deadline& deadline, uint64_t seq) {
   const int cls = tune_class(args, view_.size);
   const TrialKey key{args.coll, cls, rule_set_};
@@ -129,7 +155,9 @@ void EngineImpl::finish_trial(const Args& args, LoopTrial& trial, const Deadline
     DCOMM_DEBUG("collectives engine rank {}/{}: {} tried again, {}: {}", view_.rank, view_.size, to_string(args.coll),
                 describe(rule), how);
   }
-  selector_.replace_learned(std::move(rule), std::move(how));
+  // A trial of the model's own choice that keeps it learns nothing: the model goes on choosing (and follows the
+  // windows' state); a measured choice's rule gets the trial's description either way.
+  if (keep == 1 || !trial.of_model()) selector_.replace_learned(std::move(rule), std::move(how));
   if (keep == 1 && !tune_out_.empty() && view_.rank == 0) save_learned(tune_out_, selector_.learned_rules());
   trials_.erase(key);  // `trial` is gone from here on
   repeat_.forget();

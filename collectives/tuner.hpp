@@ -123,10 +123,17 @@ class LoopTrial {
   static constexpr int kBlocks = 4;
   /// A runner-up measured slower than this many times the choice is not tried.
   static constexpr double kWithin = 2.0;
+  /// Nor one the cost model prices above this many times its choice (a trial of the model's choice): the model's
+  /// prices are further off than a measurement. 2 ranks bound, windows crossing fast (DCOMM_SHM_WINDOW_PRICE=0.03),
+  /// all_reduce of 64 KiB: shm_direct priced 3.8 us and cma 9.7, measured 8.3 and 5.9 a call in a loop (session 32).
+  static constexpr double kModelWithin = 4.0;
 
   /// `measured`: the tuner's description of its measurement (TuneResult::how), which describe() goes on from.
-  LoopTrial(std::string chosen, std::string runner_up, double margin, std::string measured = "")
-      : names_{std::move(chosen), std::move(runner_up)}, margin_(margin), measured_(std::move(measured)) {}
+  /// `of_model`: the choice is the cost model's, not a measurement's (EngineImpl::start_model_trial).
+  LoopTrial(std::string chosen, std::string runner_up, double margin, std::string measured = "", bool of_model = false)
+      : names_{std::move(chosen), std::move(runner_up)}, margin_(margin), measured_(std::move(measured)),
+        of_model_(of_model) {}
+  bool of_model() const { return of_model_; }
   /// The row of the class's next call (0: the choice, 1: the runner-up), counting it; -1 outside the trial. The
   /// first is the class's call 1: call 0 is the one the tuner measured before.
   int next_row();
@@ -146,6 +153,7 @@ class LoopTrial {
   std::string names_[2];
   double margin_;
   std::string measured_;
+  bool of_model_ = false;
   uint64_t calls_ = 1;  ///< the class's calls counted: the one the tuner measured at is its first (call 0)
   double block_seconds_ = 0;  ///< the current block's calls after its first
   double best_[2] = {-1, -1};  ///< each row's best block pace so far; negative: none
