@@ -70,7 +70,7 @@ bool EngineImpl::measure_first(const Args& args, const Deadline& deadline, uint6
               describe(rule), result.how);
   if (!result.runner_up.empty()) {
     trials_.insert_or_assign(TrialKey{args.coll, cls, set},
-                             LoopTrial(result.algorithm, result.runner_up, result.margin, result.how));
+                             LoopTrial(result.algorithm, result.runner_up, kTieMargin, result.how));
   }
   selector_.add_learned(std::move(rule), std::move(result.how));
   if (!tune_out_.empty() && view_.rank == 0) save_learned(tune_out_, selector_.learned_rules());

@@ -361,7 +361,6 @@ TuneResult measure_algorithms(const Args& call, const GroupView& view, const Alg
   }
   TuneResult r;
   r.algorithm = candidates[chosen]->name;
-  r.margin = margin;
   for (std::size_t i : order) {  // the fastest other row, to try on the program's calls (LoopTrial)
     if (i == chosen) continue;
     if (seconds[i] <= LoopTrial::kWithin * seconds[chosen]) r.runner_up = candidates[i]->name;

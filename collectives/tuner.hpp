@@ -103,7 +103,6 @@ struct TuneResult {
   std::string algorithm;  ///< empty: nothing measured (fewer than two candidates, or scratch not had everywhere)
   std::string how;        ///< the times, for explain() and the log
   std::string runner_up;  ///< the fastest other row, where within LoopTrial::kWithin of the choice; else empty
-  double margin = kTieMargin;  ///< the tie margin the choice was made with
 };
 
 /// The measured choice of a class tried again on the program's own calls, against the runner-up. The tuner
@@ -114,7 +113,11 @@ struct TuneResult {
 /// kStartAfter calls of the class, kBlocks blocks of kBlock calls alternate the two rows, each block timed from the
 /// end of its first call (a loop's pace; the first pays for the switch); every rank takes each row's better block,
 /// the group agrees on the slowest rank's (an all_reduce), and the runner-up replaces the choice if it ran faster
-/// by more than the tuner's margin. Once per class: the trial costs kBlocks/2·(kBlock) calls of the slower row.
+/// by more than kTieMargin - also where cores are shared, unlike the tuner's own pick: the trial times the program's
+/// loop itself, and there each call also waits for its ranks' turns on the cores. 3 ranks on 2 cores, all_reduce
+/// with --fresh: trials at 2% switched 256 KiB on 343 against 328 us a call and 1 MiB on 1.47 against 1.34 ms, where
+/// the benchmark then ran 0.61 and 0.54 of OpenMPI's time against 0.58 and 0.49 before (session 32). Once per
+/// class: the trial costs kBlocks/2·(kBlock) calls of the slower row.
 /// Pure: the engine runs the calls, times them and agrees (engine_tuning.cpp).
 class LoopTrial {
  public:
