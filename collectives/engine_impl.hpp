@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <dcomm/error.hpp>
 #include <map>
 #include <memory>
@@ -145,6 +146,12 @@ class EngineImpl final : public Engine {
 
   // The tuner's measurement at the first call of a size class; whether it checked the call (engine_tuning.cpp).
   bool measure_first(const Args& args, const Deadline& deadline, uint64_t seq);
+
+  // Runs `body` with the calls of a measurement (numbered from kTuneSeqBase, neither measured nor counted while
+  // measuring_); a failure in them is raised again with "<op> rank r/p (call #seq of this group): while <during>
+  // (DCOMM_TUNE; off turns it off): " before its message, its type kept (engine_tuning.cpp).
+  void measuring(const Args& args, uint64_t seq, const Deadline& deadline, std::string_view during,
+                 const std::function<void(const TuneCall&)>& body);
 
   // The loop trial of the call's class (tuner.hpp, LoopTrial), or null: none, or not while measuring.
   using TrialKey = std::tuple<Collective, int, int>;  // (collective, class, learned set), as tuned_classes_

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <dcomm/error.hpp>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -48,22 +49,10 @@ bool EngineImpl::measure_first(const Args& args, const Deadline& deadline, uint6
   }
   // Every rank's call is this one: every rank measures this class now, once.
   tuned_classes_.insert({args.coll, cls, set});
-  measuring_ = true;
   TuneResult result;
-  try {
-    result = measure_algorithms(args, view_, *repeat_.algo, seq, [&](const Args& a, const std::string& algorithm) {
-      run(a, algorithm, Deadline::after(deadline.timeout()), kTuneSeqBase | (tune_calls_++ & kTuneSeqMask), {});
-    });
-  } catch (const Error& e) {
-    measuring_ = false;
-    rethrow_prefixed(e, fmt::format("{} rank {}/{} (call #{} of this group): while measuring its algorithms "
-                                    "before it runs (DCOMM_TUNE; off turns it off): ",
-                                    to_string(args.coll), view_.rank, view_.size, seq));
-  } catch (...) {
-    measuring_ = false;
-    throw;
-  }
-  measuring_ = false;
+  measuring(args, seq, deadline, "measuring its algorithms before it runs", [&](const TuneCall& run_tuning) {
+    result = measure_algorithms(args, view_, *repeat_.algo, seq, run_tuning);
+  });
   if (result.algorithm.empty()) return true;
   Rule rule = class_rule(args.coll, view_.size, cls, result.algorithm);
   DCOMM_DEBUG("collectives engine rank {}/{}: {} measured, {}: {}", view_.rank, view_.size, to_string(args.coll),
@@ -75,6 +64,24 @@ bool EngineImpl::measure_first(const Args& args, const Deadline& deadline, uint6
   selector_.add_learned(std::move(rule), std::move(result.how));
   if (!tune_out_.empty() && view_.rank == 0) save_learned(tune_out_, selector_.learned_rules());
   return true;
+}
+
+void EngineImpl::measuring(const Args& args, uint64_t seq, const Deadline& deadline, std::string_view during,
+                           const std::function<void(const TuneCall&)>& body) {
+  measuring_ = true;
+  try {
+    body([&](const Args& a, const std::string& algorithm) {
+      run(a, algorithm, Deadline::after(deadline.timeout()), kTuneSeqBase | (tune_calls_++ & kTuneSeqMask), {});
+    });
+  } catch (const Error& e) {
+    measuring_ = false;
+    rethrow_prefixed(e, fmt::format("{} rank {}/{} (call #{} of this group): while {} (DCOMM_TUNE; off turns it off): ",
+                                    to_string(args.coll), view_.rank, view_.size, seq, during));
+  } catch (...) {
+    measuring_ = false;
+    throw;
+  }
+  measuring_ = false;
 }
 
 int EngineImpl::trial_row(LoopTrial* trial, const Args& args, const Deadline& deadline, uint64_t seq) {
@@ -109,11 +116,11 @@ void EngineImpl::start_model_trial(const Args& args) {
   const Prediction* other = nullptr;
   const std::vector<Prediction> rows = predict(args, view_, selector_.params());
   for (const Prediction& p : rows) {
-    if (p.algorithm == &chosen) chosen_seconds = p.seconds;
-  }
-  for (const Prediction& p : rows) {
-    if (p.algorithm == &chosen || p.algorithm->by_name_only) continue;
-    if (other == nullptr || p.seconds < other->seconds) other = &p;
+    if (p.algorithm == &chosen) {
+      chosen_seconds = p.seconds;
+    } else if (!p.algorithm->by_name_only && (other == nullptr || p.seconds < other->seconds)) {
+      other = &p;
+    }
   }
   if (other == nullptr || !(chosen_seconds > 0) || other->seconds > LoopTrial::kModelWithin * chosen_seconds) return;
   trials_.insert_or_assign(key, LoopTrial(chosen.name, other->algorithm->name, kTieMargin,
@@ -128,23 +135,15 @@ void EngineImpl::finish_trial(const Args& args, LoopTrial& trial, const Deadline
   const int cls = tune_class(args, view_.size);
   const TrialKey key{args.coll, cls, rule_set_};
   std::vector<double> paces = trial.paces();
-  measuring_ = true;  // the agreement's own call is neither measured nor counted
-  try {
-    Args a;
-    a.coll = Collective::kAllReduce;
-    a.red.op = ReduceOp::kMax;
-    a.send = a.recv = Buffer(paces.data(), paces.size());
-    run(a, "", Deadline::after(deadline.timeout()), kTuneSeqBase | (tune_calls_++ & kTuneSeqMask), {});
-  } catch (const Error& e) {
-    measuring_ = false;
-    rethrow_prefixed(e, fmt::format("{} rank {}/{} (call #{} of this group): while agreeing on the times of its "
-                                    "algorithms on this program's calls (DCOMM_TUNE; off turns it off): ",
-                                    to_string(args.coll), view_.rank, view_.size, seq));
-  } catch (...) {
-    measuring_ = false;
-    throw;
-  }
-  measuring_ = false;
+  // The agreement's own call is neither measured nor counted (measuring()).
+  measuring(args, seq, deadline, "agreeing on the times of its algorithms on this program's calls",
+            [&](const TuneCall& run_tuning) {
+              Args a;
+              a.coll = Collective::kAllReduce;
+              a.red.op = ReduceOp::kMax;
+              a.send = a.recv = Buffer(paces.data(), paces.size());
+              run_tuning(a, "");
+            });
   const int keep = trial.keep(paces);
   Rule rule = class_rule(args.coll, view_.size, cls, trial.name(keep));
   std::string how = trial.describe(paces, keep);
